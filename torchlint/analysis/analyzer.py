@@ -1,0 +1,827 @@
+"""The analysis pass: one libcst traversal that tracks what names hold and which
+grad mode is active, and drives every enabled rule from the same traversal.
+
+Rules see the program state *before* the statement they visit takes effect:
+bindings are applied when a statement is left, after the rules' ``visit_*`` and
+``leave_*`` hooks for it have run.
+
+Function bodies run when they are called, so they are analysed after the code
+that defines them (module, class body or enclosing function) is finished: free
+names then read the flow-insensitive summary of the defining scope, and class
+methods see what ``__init__`` put on ``self``.  A function's grad mode is
+resolved from every call site in the file once the whole file has been seen.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from typing import TYPE_CHECKING
+
+import libcst as cst
+
+from torchlint.analysis import torch_api as api
+from torchlint.analysis.names import ImportTable, dotted_name
+from torchlint.analysis.scopes import (
+    DISABLED,
+    ENABLED,
+    UNKNOWN_MODE,
+    ClassInfo,
+    FunctionInfo,
+    GradMode,
+    Scope,
+)
+from torchlint.analysis.values import (
+    NUMBER,
+    UNKNOWN,
+    Kind,
+    Value,
+    join,
+    join_states,
+)
+
+if TYPE_CHECKING:
+    from torchlint.rule import Rule
+
+_BRANCH_STATEMENTS = (cst.If, cst.For, cst.While, cst.Try, cst.TryStar)
+_COMPREHENSIONS = (cst.ListComp, cst.SetComp, cst.DictComp, cst.GeneratorExp)
+
+
+class _GradReadCollector(cst.CSTVisitor):
+    """Names whose ``.grad`` is read in a function body (nested functions excluded)."""
+
+    def __init__(self) -> None:
+        self.names: set[str] = set()
+
+    def visit_Attribute(self, node: cst.Attribute) -> None:
+        if node.attr.value == "grad" and isinstance(node.value, cst.Name):
+            self.names.add(node.value.value)
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+        return False
+
+    def visit_ClassDef(self, node: cst.ClassDef) -> bool:
+        return False
+
+    def visit_Lambda(self, node: cst.Lambda) -> bool:
+        return False
+
+
+def _literal_bool(node: cst.BaseExpression | None) -> bool | None:
+    if isinstance(node, cst.Name) and node.value in ("True", "False"):
+        return node.value == "True"
+    return None
+
+
+def keyword_arg(call: cst.Call, name: str) -> cst.Arg | None:
+    for arg in call.args:
+        if arg.keyword is not None and arg.keyword.value == name:
+            return arg
+    return None
+
+
+def positional_args(call: cst.Call) -> list[cst.BaseExpression]:
+    return [arg.value for arg in call.args if arg.keyword is None and not arg.star]
+
+
+class Analyzer(cst.CSTVisitor):
+    """Tracks program state and dispatches libcst visits to the enabled rules.
+
+    The public methods (``value_of``, ``qualify``, ``grad_mode``, ...) are the
+    questions rules may ask; everything starting with ``_`` is bookkeeping.
+    """
+
+    def __init__(self, module: cst.Module, source: str) -> None:
+        self.module = module
+        self.source = source
+        self.imports = ImportTable()
+        self.scope = Scope("module", None, mode_stack=[ENABLED])
+        self.statement: cst.SimpleStatementLine | cst.SimpleStatementSuite | None = None
+        self.loops: list[cst.For | cst.While] = []
+        self._grad_reads_enabled = ".grad" in source
+        self._grad_reads: list[set[str]] = [set()]
+        self._block_hooks: list[tuple[cst.CSTNode, list[Callable[[cst.CSTNode], None]]]] = []
+        self._branch_states: list[dict[str, object]] = []
+        self._comprehension_states: list[dict[str, Value]] = []
+        self._visitors: dict[str, list[Callable[[cst.CSTNode], object]]] = {}
+        self._leavers: dict[str, list[Callable[[cst.CSTNode], object]]] = {}
+        self._finalizers: list[Callable[[], None]] = []
+
+    # ------------------------------------------------------------------ rules
+    def attach(self, rules: Iterable[Rule]) -> None:
+        """Register rule hooks: ``visit_<Node>`` / ``leave_<Node>`` methods, and ``finish``."""
+        for rule in rules:
+            for attr in dir(type(rule)):
+                if attr.startswith("visit_"):
+                    self._visitors.setdefault(attr[6:], []).append(getattr(rule, attr))
+                elif attr.startswith("leave_"):
+                    self._leavers.setdefault(attr[6:], []).append(getattr(rule, attr))
+            self._finalizers.append(rule.finish)
+
+    def run(self) -> None:
+        self.module.visit(self)
+        for finish in self._finalizers:
+            finish()
+
+    # --------------------------------------------------------------- questions
+    @property
+    def grad_mode(self) -> GradMode:
+        """The grad mode at the current point (fixed, or inherited from callers)."""
+        return self.scope.mode_stack[-1]
+
+    @property
+    def function(self) -> FunctionInfo | None:
+        scope: Scope | None = self.scope
+        while scope is not None and scope.function is None:
+            scope = scope.parent
+        return scope.function if scope else None
+
+    @property
+    def torch_name(self) -> str | None:
+        """The local name the ``torch`` module is bound to, if any."""
+        return self.imports.local_name_for("torch")
+
+    def qualify(self, node: cst.BaseExpression) -> str | None:
+        """Canonical qualified name of an imported object (``T.no_grad`` -> ``torch.no_grad``)."""
+        return self.imports.qualify(node)
+
+    def at_block_end(self, hook: Callable[[cst.CSTNode], None]) -> bool:
+        """Run ``hook(block)`` when the innermost enclosing block (suite) has been
+        analysed.  False when there is no enclosing block left (end of module or
+        of a function body being finished)."""
+        if not self._block_hooks:
+            return False
+        self._block_hooks[-1][1].append(hook)
+        return True
+
+    def value_of(self, node: cst.BaseExpression) -> Value:
+        """What ``node`` evaluates to at the current point."""
+        method = getattr(self, f"_value_{type(node).__name__}", None)
+        if method is None:
+            return UNKNOWN
+        return method(node)
+
+    def value_of_key(self, key: str) -> Value:
+        """What a name or dotted ``self.w`` key holds at the current point."""
+        found = self.scope.lookup(key)
+        return found if found is not None else UNKNOWN
+
+    def is_grad_mode_context(self, node: cst.BaseExpression) -> bool:
+        return self._mode_of_context(node) is not None
+
+    # ---------------------------------------------------------- value rules
+    def _value_Name(self, node: cst.Name) -> Value:
+        if node.value in ("True", "False", "None"):
+            return UNKNOWN
+        return self.value_of_key(node.value)
+
+    def _value_Integer(self, node: cst.Integer) -> Value:
+        return NUMBER
+
+    _value_Float = _value_Integer
+    _value_Imaginary = _value_Integer
+
+    def _value_Attribute(self, node: cst.Attribute) -> Value:
+        key = dotted_name(node)
+        if key is not None:
+            found = self.scope.lookup(key)
+            if found is not None:
+                return found
+        attr = node.attr.value
+        base = self.value_of(node.value)
+        if attr == "grad":
+            return Value(Kind.PLAIN, node, tags=frozenset({"grad"}))
+        if attr == "data":
+            return Value(Kind.PLAIN, node, tags=frozenset({"data"})) if base.is_tensor else UNKNOWN
+        if base.kind in (Kind.MODULE, Kind.OBJECT):
+            if base.cls is not None:
+                return base.cls.attr(attr) or UNKNOWN
+            if base.kind is Kind.MODULE and attr in api.BUILTIN_PARAMETER_ATTRS:
+                return Value(Kind.LEAF, node, tags=frozenset({"parameter"}))
+            if base.kind is Kind.MODULE and not base.tags & {"parameterless"}:
+                return UNKNOWN
+            return UNKNOWN
+        if base.is_tensor and attr in ("T", "mT", "H", "mH", "real", "imag"):
+            return self._derived([base], node)
+        return UNKNOWN
+
+    def _value_Subscript(self, node: cst.Subscript) -> Value:
+        base = self.value_of(node.value)
+        if base.kind is Kind.COLLECTION:
+            return base.element or UNKNOWN
+        if base.is_tensor:
+            return self._derived([base], node)
+        if base.kind is Kind.MODULE:
+            return Value(Kind.MODULE, node)
+        return UNKNOWN
+
+    def _value_BinaryOperation(self, node: cst.BinaryOperation) -> Value:
+        return self._derived([self.value_of(node.left), self.value_of(node.right)], node)
+
+    def _value_UnaryOperation(self, node: cst.UnaryOperation) -> Value:
+        if isinstance(node.operator, cst.Not):
+            return UNKNOWN
+        return self._derived([self.value_of(node.expression)], node)
+
+    def _value_IfExp(self, node: cst.IfExp) -> Value:
+        return join(self.value_of(node.body), self.value_of(node.orelse))
+
+    def _value_List(self, node: cst.List | cst.Tuple) -> Value:
+        element: Value | None = None
+        for item in node.elements:
+            value = self.value_of(item.value) if isinstance(item, cst.Element) else UNKNOWN
+            element = value if element is None else join(element, value)
+        return Value(Kind.COLLECTION, node, element=element or UNKNOWN)
+
+    _value_Tuple = _value_List
+
+    def _value_Call(self, node: cst.Call) -> Value:
+        func = node.func
+        qualified = self.qualify(func)
+        if qualified is not None:
+            return self._value_of_torch_call(node, qualified)
+        if isinstance(func, cst.Name):
+            cls = self.scope.find_class(func.value)
+            if cls is not None:
+                return Value(Kind.MODULE if cls.is_module else Kind.OBJECT, node, cls=cls)
+            if func.value in ("float", "int", "bool", "len"):
+                return NUMBER.tagged("detached")
+            if func.value in ("list", "tuple", "sorted", "reversed") and node.args:
+                inner = self.value_of(node.args[0].value)
+                return inner if inner.kind is Kind.COLLECTION else UNKNOWN
+            return UNKNOWN
+        if isinstance(func, cst.Attribute):
+            return self._value_of_method_call(node, func)
+        callee = self.value_of(func)
+        if callee.kind is Kind.MODULE:
+            return self._value_of_module_call(node, callee)
+        return UNKNOWN
+
+    def _value_of_torch_call(self, node: cst.Call, qualified: str) -> Value:
+        if qualified in api.FACTORIES:
+            requires_grad = keyword_arg(node, "requires_grad")
+            if requires_grad is None:
+                return Value(Kind.PLAIN, node, tags=frozenset({"factory"}))
+            flag = _literal_bool(requires_grad.value)
+            if flag is None:
+                return UNKNOWN
+            return Value(Kind.LEAF if flag else Kind.PLAIN, node, tags=frozenset({"factory"}))
+        if qualified == "torch.autograd.grad":
+            return Value(Kind.COLLECTION, node, element=Value(Kind.PLAIN, node, tags=frozenset({"grad"})))
+        if qualified == api.PARAMETER:
+            requires_grad = keyword_arg(node, "requires_grad")
+            if requires_grad is not None and _literal_bool(requires_grad.value) is not True:
+                return UNKNOWN if _literal_bool(requires_grad.value) is None else Value(Kind.PLAIN, node)
+            return Value(Kind.LEAF, node, tags=frozenset({"parameter"}))
+        last = qualified.rsplit(".", 1)[-1]
+        if qualified.startswith(api.OPTIMIZER_PREFIX) and last[:1].isupper():
+            return Value(Kind.OPTIMIZER, node)
+        if (
+            qualified.startswith("torch.nn.")
+            and qualified.count(".") == 2
+            and last[:1].isupper()
+            and qualified not in api.NN_NON_MODULES
+        ):
+            parameterless = qualified in api.PARAMETERLESS_MODULES or last.endswith(api.PARAMETERLESS_MODULE_SUFFIXES)
+            return Value(Kind.MODULE, node, tags=frozenset({"parameterless"} if parameterless else ()))
+        if qualified.startswith("torch.") and last[:1].islower() and not qualified.startswith(("torch.optim", "torch.utils")):
+            return self._derived([self.value_of(arg.value) for arg in node.args if arg.keyword is None], node)
+        return UNKNOWN
+
+    def _value_of_module_call(self, node: cst.Call, module: Value) -> Value:
+        if "parameterless" in module.tags:
+            return self._derived([self.value_of(arg.value) for arg in node.args], node)
+        if self.grad_mode.statically_disabled:
+            return Value(Kind.PLAIN, node, tags=frozenset({"detached"}))
+        return Value(Kind.NONLEAF, node, tags=frozenset({"model-output"}))
+
+    def _value_of_method_call(self, node: cst.Call, func: cst.Attribute) -> Value:
+        method = func.attr.value
+        receiver = self.value_of(func.value)
+        if method in api.PARAMETER_ITERATORS:
+            return Value(Kind.COLLECTION, node, element=Value(Kind.LEAF, node, tags=frozenset({"parameter"})))
+        if method in api.NAMED_PARAMETER_ITERATORS:
+            return Value(Kind.COLLECTION, node, element=UNKNOWN, tags=frozenset({"named-parameters"}))
+        if receiver.kind is Kind.MODULE:
+            if method in api.MODULE_SELF_METHODS:
+                return receiver
+            if method == "forward":
+                return self._value_of_module_call(node, receiver)
+            return UNKNOWN
+        if not receiver.is_tensor:
+            return UNKNOWN
+        if method == "detach":
+            return Value(Kind.PLAIN, node, tags=frozenset({"detached"}))
+        if method in api.SCALAR_METHODS:
+            return NUMBER.tagged("detached")
+        if method == "requires_grad_":
+            flag = _literal_bool(node.args[0].value) if node.args else True
+            if flag is None:
+                return UNKNOWN
+            if not flag:
+                return Value(Kind.PLAIN, node) if receiver.kind is not Kind.NONLEAF else receiver
+            if receiver.kind is Kind.PLAIN:
+                return Value(Kind.LEAF, node, tags=frozenset({"requires_grad_"}))
+            return receiver
+        if method.endswith("_") and not method.startswith("__"):
+            return receiver  # in-place: the same object
+        if method in api.CONVERSION_METHODS:
+            return self._value_of_conversion(node, method, receiver)
+        return self._derived([receiver] + [self.value_of(a.value) for a in node.args if a.keyword is None], node)
+
+    def _value_of_conversion(self, node: cst.Call, method: str, receiver: Value) -> Value:
+        if not receiver.requires_grad:
+            return receiver
+        if method in api.NOOP_ON_DEFAULT_TENSOR or (method == "to" and self._is_cpu_literal(node)):
+            # Same object on a float32 CPU tensor; a non-leaf copy on a GPU.
+            return receiver.tagged("device-dependent")
+        if self.grad_mode.statically_disabled:
+            return Value(Kind.PLAIN, node, tags=frozenset({"detached"}))
+        return Value(Kind.NONLEAF, node, tags=frozenset({"device-dependent"}))
+
+    def _is_cpu_literal(self, node: cst.Call) -> bool:
+        args = positional_args(node)
+        return len(args) == 1 and isinstance(args[0], cst.SimpleString) and args[0].evaluated_value == "cpu"
+
+    def _derived(self, inputs: Sequence[Value], node: cst.CSTNode) -> Value:
+        """Result of a differentiable op on ``inputs``."""
+        if any(value.requires_grad for value in inputs):
+            if self.grad_mode.statically_disabled:
+                return Value(Kind.PLAIN, node, tags=frozenset({"detached"}))
+            return Value(Kind.NONLEAF, node)
+        if inputs and all(value.kind in (Kind.PLAIN, Kind.NUMBER) for value in inputs):
+            if all(value.kind is Kind.NUMBER for value in inputs):
+                return NUMBER
+            detached = any("detached" in value.tags for value in inputs)
+            return Value(Kind.PLAIN, node, tags=frozenset({"detached"} if detached else ()))
+        return UNKNOWN
+
+    # ------------------------------------------------------------ dispatch
+    def on_visit(self, node: cst.CSTNode) -> bool:
+        name = type(node).__name__
+        enter = getattr(self, f"_enter_{name}", None)
+        descend = enter(node) if enter is not None else True
+        for hook in self._visitors.get(name, ()):
+            hook(node)
+        return descend is not False
+
+    def on_leave(self, original_node: cst.CSTNode) -> None:
+        name = type(original_node).__name__
+        for hook in self._leavers.get(name, ()):
+            hook(original_node)
+        leave = getattr(self, f"_leave_{name}", None)
+        if leave is not None:
+            leave(original_node)
+
+    def on_visit_attribute(self, node: cst.CSTNode, attribute: str) -> None:
+        handler = getattr(self, f"_enter_{type(node).__name__}_{attribute}", None)
+        if handler is not None:
+            handler(node)
+
+    def on_leave_attribute(self, original_node: cst.CSTNode, attribute: str) -> None:
+        handler = getattr(self, f"_leave_{type(original_node).__name__}_{attribute}", None)
+        if handler is not None:
+            handler(original_node)
+
+    # ------------------------------------------------------------ blocks
+    def _enter_Module(self, node: cst.Module) -> None:
+        self._block_hooks.append((node, []))
+
+    def _leave_Module(self, node: cst.Module) -> None:
+        self._run_block_hooks()
+        self._run_deferred(self.scope)
+
+    def _enter_IndentedBlock(self, node: cst.IndentedBlock | cst.SimpleStatementSuite) -> None:
+        self._block_hooks.append((node, []))
+
+    def _leave_IndentedBlock(self, node: cst.IndentedBlock) -> None:
+        self._run_block_hooks()
+
+    _enter_SimpleStatementSuite = _enter_IndentedBlock
+
+    def _leave_SimpleStatementSuite(self, node: cst.SimpleStatementSuite) -> None:
+        self.statement = None
+        self._run_block_hooks()
+
+    def _run_block_hooks(self) -> None:
+        block, hooks = self._block_hooks.pop()
+        for hook in hooks:
+            hook(block)
+
+    def _enter_SimpleStatementLine(self, node: cst.SimpleStatementLine) -> None:
+        self.statement = node
+
+    def _leave_SimpleStatementLine(self, node: cst.SimpleStatementLine) -> None:
+        self.statement = None
+
+    def _enter_SimpleStatementSuite_body(self, node: cst.SimpleStatementSuite) -> None:
+        self.statement = node
+
+    # ------------------------------------------------------------ imports
+    def _leave_Import(self, node: cst.Import) -> None:
+        self.imports.add_import(node)
+
+    def _leave_ImportFrom(self, node: cst.ImportFrom) -> None:
+        self.imports.add_import_from(node)
+
+    # ------------------------------------------------------------ bindings
+    def _bind_target(self, target: cst.BaseExpression, value: Value, value_node: cst.BaseExpression | None) -> None:
+        if isinstance(target, (cst.Tuple, cst.List)):
+            elements = [e.value for e in target.elements]
+            if isinstance(value_node, (cst.Tuple, cst.List)) and len(value_node.elements) == len(elements):
+                for sub_target, sub_value in zip(elements, value_node.elements):
+                    self._bind_target(sub_target, self.value_of(sub_value.value), sub_value.value)
+            elif value.items is not None and len(value.items) == len(elements):
+                for sub_target, item in zip(elements, value.items):
+                    self._bind_target(sub_target, item, None)
+            else:
+                element = value.element if value.kind is Kind.COLLECTION and value.element else UNKNOWN
+                for sub_target in elements:
+                    self._bind_target(sub_target, element, None)
+            return
+        if isinstance(target, cst.StarredElement):
+            self._bind_target(target.value, UNKNOWN, None)
+            return
+        key = dotted_name(target)
+        if key is None:
+            return
+        if value.kind is Kind.NONLEAF and self.value_of_key(key).kind is Kind.LEAF:
+            value = value.tagged("rebound-leaf")  # TL001/TL003 territory
+        self.scope.bind(key, value)
+        function = self.scope.function
+        if function is not None and function.cls is not None and key.startswith("self.") and key.count(".") == 1:
+            function.cls.record_attr(function.name, key[5:], value)
+
+    def _leave_Assign(self, node: cst.Assign) -> None:
+        value = self.value_of(node.value)
+        for target in node.targets:
+            if self._is_requires_grad_flag(target.target):
+                self._apply_requires_grad_flag(target.target, node.value)
+                continue
+            self._bind_target(target.target, value, node.value)
+
+    def _is_requires_grad_flag(self, target: cst.BaseExpression) -> bool:
+        return isinstance(target, cst.Attribute) and target.attr.value == "requires_grad"
+
+    def _apply_requires_grad_flag(self, target: cst.Attribute, flag_node: cst.BaseExpression) -> None:
+        key = dotted_name(target.value)
+        if key is None:
+            return
+        current = self.value_of_key(key)
+        flag = _literal_bool(flag_node)
+        if flag is True and current.kind is Kind.PLAIN:
+            self.scope.bind(key, Value(Kind.LEAF, target, tags=current.tags | {"requires_grad_"}))
+        elif flag is False and current.kind is Kind.LEAF:
+            self.scope.bind(key, Value(Kind.PLAIN, target))
+        elif flag is None and current.kind in (Kind.PLAIN, Kind.LEAF):
+            self.scope.bind(key, UNKNOWN)
+
+    def _leave_AnnAssign(self, node: cst.AnnAssign) -> None:
+        if node.value is not None:
+            self._bind_target(node.target, self.value_of(node.value), node.value)
+
+    def _leave_AugAssign(self, node: cst.AugAssign) -> None:
+        key = dotted_name(node.target)
+        if key is None:
+            return
+        current = self.value_of_key(key)
+        operand = self.value_of(node.value)
+        if current.kind is Kind.PLAIN and operand.requires_grad and not self.grad_mode.statically_disabled:
+            self.scope.bind(key, Value(Kind.NONLEAF, node))
+        elif current.kind is Kind.NUMBER:
+            self.scope.bind(key, self._derived([current, operand], node))
+
+    def _leave_NamedExpr(self, node: cst.NamedExpr) -> None:
+        self._bind_target(node.target, self.value_of(node.value), node.value)
+
+    def _leave_Del(self, node: cst.Del) -> None:
+        targets = node.target.elements if isinstance(node.target, (cst.Tuple, cst.List)) else [node.target]
+        for target in targets:
+            target_node = target.value if isinstance(target, cst.Element) else target
+            key = dotted_name(target_node)
+            if key is not None:
+                self.scope.bind(key, UNKNOWN)
+
+    def _leave_Call(self, node: cst.Call) -> None:
+        """In-place state changes of a named tensor: ``w.requires_grad_()``, ``w.detach_()``."""
+        func = node.func
+        if not isinstance(func, cst.Attribute):
+            return
+        key = dotted_name(func.value)
+        if key is None:
+            return
+        method = func.attr.value
+        current = self.value_of_key(key)
+        if method == "requires_grad_":
+            flag = _literal_bool(node.args[0].value) if node.args else True
+            if flag is True and current.kind is Kind.PLAIN:
+                self.scope.bind(key, Value(Kind.LEAF, node, tags=current.tags | {"requires_grad_"}))
+            elif flag is False and current.kind is Kind.LEAF:
+                self.scope.bind(key, Value(Kind.PLAIN, node))
+        elif method == "detach_" and current.is_tensor:
+            self.scope.bind(key, Value(Kind.PLAIN, node, tags=frozenset({"detached"})))
+        elif method == "retain_grad" and current.is_tensor:
+            self.scope.bind(key, current.tagged("retains-grad"))
+
+    def _leave_Expr(self, node: cst.Expr) -> None:
+        """A bare ``torch.set_grad_enabled(False)`` switches grad mode for the rest of the scope."""
+        if isinstance(node.value, cst.Call) and self.qualify(node.value.func) == api.GRAD_SETTING:
+            mode = self._mode_of_context(node.value)
+            if mode is not None:
+                self.scope.mode_stack[-1] = mode
+
+    # ------------------------------------------------------------ control flow
+    def _enter_If(self, node: cst.If) -> None:
+        self._branch_states.append({"entry": dict(self.scope.values)})
+
+    def _leave_If_body(self, node: cst.If) -> None:
+        frame = self._branch_states[-1]
+        frame["body"] = self.scope.values
+        self.scope.values = dict(frame["entry"])  # type: ignore[arg-type]
+
+    def _leave_If(self, node: cst.If) -> None:
+        frame = self._branch_states.pop()
+        self.scope.values = join_states(frame["body"], self.scope.values)  # type: ignore[arg-type]
+
+    def _enter_For_body(self, node: cst.For) -> None:
+        self._branch_states.append({"entry": dict(self.scope.values)})
+        self._bind_loop_target(node.target, node.iter)
+        self.loops.append(node)
+
+    def _leave_For_body(self, node: cst.For | cst.While) -> None:
+        self.loops.pop()
+        frame = self._branch_states.pop()
+        self.scope.values = join_states(frame["entry"], self.scope.values)  # type: ignore[arg-type]
+
+    def _enter_While_body(self, node: cst.While) -> None:
+        self._branch_states.append({"entry": dict(self.scope.values)})
+        self.loops.append(node)
+
+    _leave_While_body = _leave_For_body
+
+    def _enter_Try(self, node: cst.Try | cst.TryStar) -> None:
+        self._branch_states.append({"entry": dict(self.scope.values), "ends": []})
+
+    _enter_TryStar = _enter_Try
+
+    def _leave_Try_body(self, node: cst.Try | cst.TryStar) -> None:
+        self._branch_states[-1]["body"] = dict(self.scope.values)
+
+    _leave_TryStar_body = _leave_Try_body
+
+    def _enter_ExceptHandler(self, node: cst.ExceptHandler | cst.ExceptStarHandler) -> None:
+        frame = self._branch_states[-1]
+        self.scope.values = join_states(frame["entry"], frame["body"])  # type: ignore[arg-type]
+        if node.name is not None and isinstance(node.name.name, cst.Name):
+            self.scope.bind(node.name.name.value, UNKNOWN)
+
+    _enter_ExceptStarHandler = _enter_ExceptHandler
+
+    def _leave_ExceptHandler(self, node: cst.ExceptHandler | cst.ExceptStarHandler) -> None:
+        self._branch_states[-1]["ends"].append(dict(self.scope.values))  # type: ignore[union-attr]
+
+    _leave_ExceptStarHandler = _leave_ExceptHandler
+
+    def _enter_Try_orelse(self, node: cst.Try | cst.TryStar) -> None:
+        self.scope.values = dict(self._branch_states[-1]["body"])  # type: ignore[arg-type]
+
+    _enter_TryStar_orelse = _enter_Try_orelse
+
+    def _leave_Try_orelse(self, node: cst.Try | cst.TryStar) -> None:
+        self._branch_states[-1]["body"] = dict(self.scope.values)
+
+    _leave_TryStar_orelse = _leave_Try_orelse
+
+    def _merge_try(self) -> None:
+        frame = self._branch_states[-1]
+        if frame.get("merged"):
+            return
+        merged = frame["body"]
+        for end in frame["ends"]:  # type: ignore[union-attr]
+            merged = join_states(merged, end)  # type: ignore[arg-type]
+        self.scope.values = dict(merged)  # type: ignore[arg-type]
+        frame["merged"] = True
+
+    def _enter_Try_finalbody(self, node: cst.Try | cst.TryStar) -> None:
+        self._merge_try()
+
+    _enter_TryStar_finalbody = _enter_Try_finalbody
+
+    def _leave_Try(self, node: cst.Try | cst.TryStar) -> None:
+        self._merge_try()
+        self._branch_states.pop()
+
+    _leave_TryStar = _leave_Try
+
+    def _enter_With_body(self, node: cst.With) -> None:
+        mode = None
+        for item in node.items:
+            item_mode = self._mode_of_context(item.item)
+            if item_mode is not None:
+                mode = item_mode
+            if item.asname is not None:
+                self._bind_target(item.asname.name, UNKNOWN, None)
+        self.scope.mode_stack.append(mode or self.grad_mode)
+
+    def _leave_With_body(self, node: cst.With) -> None:
+        self.scope.mode_stack.pop()
+
+    def _bind_loop_target(self, target: cst.BaseExpression, iterable: cst.BaseExpression) -> None:
+        self._bind_target(target, self._element_of(iterable, target), None)
+
+    def _element_of(self, iterable: cst.BaseExpression, target: cst.BaseExpression) -> Value:
+        """What a loop over ``iterable`` binds to ``target`` on each iteration."""
+        if isinstance(iterable, cst.Call) and isinstance(iterable.func, cst.Name) and iterable.args:
+            wrapper = iterable.func.value
+            if wrapper == "enumerate" and isinstance(target, cst.Tuple) and len(target.elements) == 2:
+                item = self._element_of(iterable.args[0].value, target.elements[1].value)
+                return _pair(NUMBER, item)
+            if wrapper == "zip" and isinstance(target, cst.Tuple) and len(target.elements) == len(iterable.args):
+                items = [
+                    self._element_of(arg.value, element.value)
+                    for arg, element in zip(iterable.args, target.elements)
+                ]
+                return _tuple_of(items)
+            if wrapper in ("list", "tuple", "reversed", "sorted", "iter"):
+                return self._element_of(iterable.args[0].value, target)
+        collection = self.value_of(iterable)
+        if "named-parameters" in collection.tags and isinstance(target, cst.Tuple) and len(target.elements) == 2:
+            return _pair(UNKNOWN, Value(Kind.LEAF, iterable, tags=frozenset({"parameter"})))
+        if collection.kind is Kind.COLLECTION and collection.element is not None:
+            return collection.element
+        if (
+            isinstance(iterable, cst.Name)
+            and isinstance(target, cst.Name)
+            and "param" in collection.tags
+            and target.value in self._grad_reads[-1]
+        ):
+            # ``for p in params: ... p.grad ...`` over a function argument: a list of leaves.
+            return Value(Kind.LEAF, target, tags=frozenset({"assumed-leaf"}))
+        return UNKNOWN
+
+    # ------------------------------------------------------------ comprehensions
+    def _enter_comprehension(self, node: cst.BaseComp) -> None:
+        self._comprehension_states.append(dict(self.scope.values))
+        comp: cst.CompFor | None = node.for_in
+        while comp is not None:
+            self._bind_loop_target(comp.target, comp.iter)
+            comp = comp.inner_for_in
+
+    def _leave_comprehension(self, node: cst.BaseComp) -> None:
+        self.scope.values = self._comprehension_states.pop()
+
+    _enter_ListComp = _enter_SetComp = _enter_DictComp = _enter_GeneratorExp = _enter_comprehension
+    _leave_ListComp = _leave_SetComp = _leave_DictComp = _leave_GeneratorExp = _leave_comprehension
+
+    # ------------------------------------------------------------ grad mode
+    def _mode_of_context(self, node: cst.BaseExpression) -> GradMode | None:
+        """The grad mode a ``with`` item or decorator sets, or None if it sets none."""
+        call = node if isinstance(node, cst.Call) else None
+        target = call.func if call is not None else node
+        qualified = self.qualify(target)
+        if qualified in api.GRAD_DISABLING:
+            if call is not None and qualified == "torch.inference_mode":
+                args = positional_args(call) or [a.value for a in call.args if a.keyword and a.keyword.value == "mode"]
+                if args and _literal_bool(args[0]) is False:
+                    return None
+            return DISABLED
+        if qualified in api.GRAD_ENABLING:
+            return ENABLED
+        if qualified == api.GRAD_SETTING:
+            flag = _literal_bool(call.args[0].value) if call is not None and call.args else None
+            if flag is None:
+                return UNKNOWN_MODE
+            return ENABLED if flag else DISABLED
+        name = dotted_name(target) or ""
+        if "grad" in name.lower() or "inference" in name.lower():
+            return UNKNOWN_MODE  # something grad-related we cannot see into
+        return None
+
+    # ------------------------------------------------------------ classes and functions
+    def _enter_ClassDef(self, node: cst.ClassDef) -> None:
+        bases: list[ClassInfo | str] = []
+        for arg in node.bases:
+            if arg.keyword is not None:
+                continue
+            qualified = self.qualify(arg.value)
+            if qualified is not None:
+                bases.append(qualified)
+            elif isinstance(arg.value, cst.Name) and self.scope.find_class(arg.value.value):
+                bases.append(self.scope.find_class(arg.value.value))  # type: ignore[arg-type]
+            else:
+                bases.append(dotted_name(arg.value) or "?")
+        info = ClassInfo(node.name.value, node, bases)
+        self.scope.classes[info.name] = info
+        self.scope.bind(info.name, UNKNOWN)
+        self.scope = Scope("class", self.scope, cls=info, mode_stack=[self.grad_mode])
+
+    def _leave_ClassDef(self, node: cst.ClassDef) -> None:
+        class_scope = self.scope
+        assert class_scope.parent is not None
+        self.scope = class_scope.parent
+        # Methods run after the class exists; __init__ first so others see its attributes.
+        methods = sorted(class_scope.deferred, key=lambda f: f.name != "__init__")
+        self.scope.deferred.extend(methods)
+
+    def _enter_FunctionDef(self, node: cst.FunctionDef) -> bool:
+        cls = self.scope.cls if self.scope.kind == "class" else None
+        info = FunctionInfo(node.name.value, node, self.scope, cls=cls, decorator_mode=self._decorator_mode(node))
+        if cls is not None:
+            cls.methods[info.name] = info
+        else:
+            self.scope.functions[info.name] = info
+        self.scope.bind(info.name, UNKNOWN)
+        self.scope.deferred.append(info)
+        return False
+
+    def _enter_Lambda(self, node: cst.Lambda) -> bool:
+        return False
+
+    def _decorator_mode(self, node: cst.FunctionDef) -> GradMode | None:
+        mode = None
+        for decorator in node.decorators:
+            found = self._mode_of_context(decorator.decorator)
+            if found is not None:
+                mode = found
+        return mode
+
+    def _run_deferred(self, scope: Scope) -> None:
+        while scope.deferred:
+            self._analyse_function(scope.deferred.pop(0))
+
+    def _analyse_function(self, info: FunctionInfo) -> None:
+        outer_scope, outer_statement, outer_loops = self.scope, self.statement, self.loops
+        # A method's body sees module (not class) names; keep the class for `self`.
+        parent = info.parent_scope.parent if info.parent_scope.kind == "class" else info.parent_scope
+        scope = Scope("function", parent, function=info, mode_stack=[info.entry_mode])
+        self.scope, self.statement, self.loops = scope, None, []
+        grad_reads: set[str] = set()
+        if self._grad_reads_enabled:
+            collector = _GradReadCollector()
+            info.node.body.visit(collector)
+            grad_reads = collector.names
+        self._grad_reads.append(grad_reads)
+        self._bind_parameters(info, grad_reads)
+        info.node.body.visit(self)
+        self._run_deferred(scope)
+        self._grad_reads.pop()
+        self.scope, self.statement, self.loops = outer_scope, outer_statement, outer_loops
+
+    def _bind_parameters(self, info: FunctionInfo, grad_reads: set[str]) -> None:
+        params = info.node.params
+        ordered = [*params.posonly_params, *params.params]
+        is_method = info.cls is not None and not any(
+            isinstance(d.decorator, cst.Name) and d.decorator.value in ("staticmethod", "classmethod")
+            for d in info.node.decorators
+        )
+        for index, param in enumerate([*ordered, *params.kwonly_params]):
+            name = param.name.value
+            if index == 0 and is_method and info.cls is not None:
+                kind = Kind.MODULE if info.cls.is_module else Kind.OBJECT
+                self.scope.bind(name, Value(kind, param, cls=info.cls))
+            elif name in grad_reads:
+                self.scope.bind(name, Value(Kind.LEAF, param, tags=frozenset({"param", "assumed-leaf"})))
+            else:
+                self.scope.bind(name, Value(Kind.UNKNOWN, param, tags=frozenset({"param"})))
+        for star in (params.star_arg, params.star_kwarg):
+            if isinstance(star, cst.Param):
+                self.scope.bind(star.name.value, UNKNOWN)
+
+    # ------------------------------------------------------------ call graph
+    def _enter_Call(self, node: cst.Call) -> None:
+        callee = self._resolve_callee(node.func)
+        if callee is not None:
+            callee.call_modes.append(self.grad_mode)
+        elif not isinstance(node.func, cst.Attribute):
+            module = self.value_of(node.func)
+            forward = module.cls.method("forward") if module.kind is Kind.MODULE and module.cls else None
+            if forward is not None:
+                forward.call_modes.append(self.grad_mode)
+        for arg in node.args:
+            # A function handed to someone else may be called in any mode.
+            if isinstance(arg.value, (cst.Name, cst.Attribute)):
+                passed = self._resolve_callee(arg.value)
+                if passed is not None:
+                    passed.call_modes.append(UNKNOWN_MODE)
+
+    def _resolve_callee(self, func: cst.BaseExpression) -> FunctionInfo | None:
+        if isinstance(func, cst.Name):
+            found = self.scope.find_function(func.value)
+            if found is not None:
+                return found
+            cls = self.scope.find_class(func.value)
+            return cls.method("__init__") if cls is not None else None
+        if isinstance(func, cst.Attribute):
+            receiver = self.value_of(func.value)
+            if receiver.cls is not None:
+                return receiver.cls.method(func.attr.value)
+            return None
+        return None
+
+
+def _pair(first: Value, second: Value) -> Value:
+    return _tuple_of([first, second])
+
+
+def _tuple_of(items: list[Value]) -> Value:
+    """A fixed-size tuple value, bound element-wise by tuple targets (``for i, p in ...``)."""
+    return Value(Kind.COLLECTION, None, items=tuple(items))

@@ -1,0 +1,203 @@
+"""Scopes, functions, classes and grad mode as the analysis sees them."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+
+import libcst as cst
+
+from torchlint.analysis.values import Kind, UNKNOWN, Value, join
+
+
+class Mode(enum.Enum):
+    ENABLED = "enabled"
+    DISABLED = "disabled"
+    UNKNOWN = "unknown"
+
+
+@dataclass(frozen=True, eq=False)
+class GradMode:
+    """Grad mode at a program point.
+
+    Either a fixed mode (``with torch.no_grad()`` makes it DISABLED), or inherited
+    from whoever calls the enclosing function, resolved once every call site in
+    the file has been seen.
+    """
+
+    fixed: Mode | None = None
+    inherited_from: FunctionInfo | None = None
+
+    def possible(self) -> frozenset[Mode]:
+        """Modes this point can run in.  Only meaningful after the file is analysed."""
+        if self.fixed is not None:
+            return frozenset({self.fixed})
+        assert self.inherited_from is not None
+        return self.inherited_from.possible_modes()
+
+    def may_be_enabled(self) -> bool:
+        """True when some call path definitely runs this point with grad enabled."""
+        return Mode.ENABLED in self.possible()
+
+    def is_disabled(self) -> bool:
+        return self.possible() == frozenset({Mode.DISABLED})
+
+    @property
+    def statically_disabled(self) -> bool:
+        return self.fixed is Mode.DISABLED
+
+    @property
+    def statically_enabled(self) -> bool:
+        return self.fixed is Mode.ENABLED
+
+
+ENABLED = GradMode(Mode.ENABLED)
+DISABLED = GradMode(Mode.DISABLED)
+UNKNOWN_MODE = GradMode(Mode.UNKNOWN)
+
+# Methods the framework calls with grad enabled even when nothing in the file calls them.
+CALLED_WITH_GRAD_BY_FRAMEWORK = frozenset({"forward", "training_step"})
+
+
+@dataclass(eq=False)
+class FunctionInfo:
+    name: str
+    node: cst.FunctionDef
+    parent_scope: Scope
+    cls: ClassInfo | None = None
+    # Mode set by a decorator (@torch.no_grad() ...), else None: inherited from callers.
+    decorator_mode: GradMode | None = None
+    call_modes: list[GradMode] = field(default_factory=list)
+    _resolving: bool = False
+    _resolved: frozenset[Mode] | None = None
+
+    @property
+    def entry_mode(self) -> GradMode:
+        return self.decorator_mode or GradMode(inherited_from=self)
+
+    def possible_modes(self) -> frozenset[Mode]:
+        if self._resolved is not None:
+            return self._resolved
+        if self._resolving:  # recursion: no information from this path
+            return frozenset({Mode.UNKNOWN})
+        self._resolving = True
+        modes: set[Mode] = set()
+        for call_mode in self.call_modes:
+            modes |= call_mode.possible()
+        if self.cls is not None and self.cls.is_module and self.name in CALLED_WITH_GRAD_BY_FRAMEWORK:
+            modes.add(Mode.ENABLED)
+        if not modes:
+            modes.add(Mode.UNKNOWN)
+        self._resolving = False
+        self._resolved = frozenset(modes)
+        return self._resolved
+
+
+@dataclass(eq=False)
+class ClassInfo:
+    name: str
+    node: cst.ClassDef
+    bases: list[ClassInfo | str] = field(default_factory=list)
+    methods: dict[str, FunctionInfo] = field(default_factory=dict)
+    # What ``self.<attr>`` holds after __init__ (or, when __init__ does not set it,
+    # the join over the other methods that do).
+    init_attrs: dict[str, Value] = field(default_factory=dict)
+    other_attrs: dict[str, Value] = field(default_factory=dict)
+
+    @property
+    def is_module(self) -> bool:
+        from torchlint.analysis.torch_api import NN_MODULE_BASE
+
+        for base in self.bases:
+            if isinstance(base, ClassInfo):
+                if base.is_module:
+                    return True
+            elif base == NN_MODULE_BASE or base.startswith("torch.nn."):
+                return True
+        return False
+
+    def attr(self, name: str) -> Value | None:
+        if name in self.init_attrs:
+            return self.init_attrs[name]
+        if name in self.other_attrs:
+            return self.other_attrs[name]
+        for base in self.bases:
+            if isinstance(base, ClassInfo):
+                found = base.attr(name)
+                if found is not None:
+                    return found
+        return None
+
+    def method(self, name: str) -> FunctionInfo | None:
+        if name in self.methods:
+            return self.methods[name]
+        for base in self.bases:
+            if isinstance(base, ClassInfo):
+                found = base.method(name)
+                if found is not None:
+                    return found
+        return None
+
+    def record_attr(self, method: str, attr: str, value: Value) -> None:
+        if method == "__init__":
+            self.init_attrs[attr] = value
+        elif attr in self.other_attrs:
+            self.other_attrs[attr] = join(self.other_attrs[attr], value)
+        else:
+            self.other_attrs[attr] = value
+
+
+@dataclass(eq=False)
+class Scope:
+    kind: str  # "module" | "function" | "class"
+    parent: Scope | None
+    function: FunctionInfo | None = None
+    cls: ClassInfo | None = None
+    # Flow-sensitive state: what each name (or dotted "self.w") holds right now.
+    values: dict[str, Value] = field(default_factory=dict)
+    # Flow-insensitive join of every binding, for reads from functions defined here.
+    summary: dict[str, Value] = field(default_factory=dict)
+    functions: dict[str, FunctionInfo] = field(default_factory=dict)
+    classes: dict[str, ClassInfo] = field(default_factory=dict)
+    deferred: list[FunctionInfo] = field(default_factory=list)
+    mode_stack: list[GradMode] = field(default_factory=list)
+
+    def bind(self, key: str, value: Value) -> None:
+        prefix = key + "."
+        for stale in [k for k in self.values if k.startswith(prefix)]:
+            del self.values[stale]
+        self.values[key] = value
+        self.summary[key] = join(self.summary[key], value) if key in self.summary else value
+
+    def lookup(self, key: str) -> Value | None:
+        if key in self.values:
+            return self.values[key]
+        scope = self.parent
+        while scope is not None:
+            if scope.kind != "class" and key in scope.summary:
+                return scope.summary[key]
+            scope = scope.parent
+        return None
+
+    def find_function(self, name: str) -> FunctionInfo | None:
+        scope: Scope | None = self
+        while scope is not None:
+            if scope.kind != "class" or scope is self:
+                if name in scope.functions:
+                    return scope.functions[name]
+            scope = scope.parent
+        return None
+
+    def find_class(self, name: str) -> ClassInfo | None:
+        scope: Scope | None = self
+        while scope is not None:
+            if name in scope.classes:
+                return scope.classes[name]
+            scope = scope.parent
+        return None
+
+
+__all__ = [
+    "ClassInfo", "DISABLED", "ENABLED", "FunctionInfo", "GradMode", "Kind", "Mode", "Scope",
+    "UNKNOWN", "UNKNOWN_MODE", "Value",
+]

@@ -1,0 +1,107 @@
+"""Facts about the torch API the analysis relies on, kept as data in one place.
+
+Every name here is a *canonical* qualified name (see ``CANONICAL``): aliases such
+as ``torch.autograd.no_grad`` are mapped onto ``torch.no_grad`` first.
+"""
+
+from __future__ import annotations
+
+# Spellings of the same object under different import paths.
+CANONICAL: dict[str, str] = {
+    "torch.autograd.no_grad": "torch.no_grad",
+    "torch.autograd.grad_mode.no_grad": "torch.no_grad",
+    "torch.autograd.enable_grad": "torch.enable_grad",
+    "torch.autograd.grad_mode.enable_grad": "torch.enable_grad",
+    "torch.autograd.set_grad_enabled": "torch.set_grad_enabled",
+    "torch.autograd.grad_mode.set_grad_enabled": "torch.set_grad_enabled",
+    "torch.autograd.inference_mode": "torch.inference_mode",
+    "torch.autograd.grad_mode.inference_mode": "torch.inference_mode",
+    "torch.nn.parameter.Parameter": "torch.nn.Parameter",
+    "torch.nn.modules.module.Module": "torch.nn.Module",
+    "torch.Tensor.requires_grad_": "torch.Tensor.requires_grad_",
+}
+
+# Context managers / decorators that switch grad mode.
+GRAD_DISABLING = frozenset({"torch.no_grad", "torch.inference_mode"})
+GRAD_ENABLING = frozenset({"torch.enable_grad"})
+GRAD_SETTING = "torch.set_grad_enabled"
+
+# Tensor factories: ``requires_grad=True`` makes a leaf that requires grad.
+FACTORIES = frozenset(
+    "torch." + name
+    for name in (
+        "tensor as_tensor randn rand randint randn_like rand_like randint_like zeros ones empty full "
+        "zeros_like ones_like empty_like full_like arange range linspace logspace eye normal "
+        "randperm empty_strided"
+    ).split()
+)
+PARAMETER = "torch.nn.Parameter"
+
+# Factories whose dtype is inferred from their data arguments (int data -> int tensor).
+DTYPE_FROM_DATA = frozenset({"torch.tensor", "torch.as_tensor", "torch.arange", "torch.range", "torch.full"})
+# Factories that always produce an integer tensor unless a dtype is given.
+INTEGER_FACTORIES = frozenset({"torch.randint", "torch.randint_like", "torch.randperm"})
+INTEGER_DTYPES = frozenset(
+    "torch." + name
+    for name in (
+        "long int int64 int32 int16 int8 short uint8 uint16 uint32 uint64 bool"
+    ).split()
+)
+
+# Tensor methods that return the *same object* when nothing changes.  Whether
+# they do depends on device/dtype, so they are "device-dependent".
+CONVERSION_METHODS = frozenset({"to", "cuda", "cpu", "float", "double", "half", "bfloat16", "type", "contiguous"})
+# Conversions that are a no-op for a default (float32, CPU) factory result.
+NOOP_ON_DEFAULT_TENSOR = frozenset({"cpu", "float", "contiguous"})
+
+# Methods ending in "_" that do not mutate tensor data (fine on a leaf).
+NON_MUTATING_UNDERSCORE = frozenset({"requires_grad_", "share_memory_", "detach_", "retain_grad_", "pin_memory_"})
+
+# Methods returning a non-tensor Python value (the graph is gone).
+SCALAR_METHODS = frozenset({"item", "tolist", "numpy", "__float__", "__int__"})
+
+# Module methods that return the module itself.
+MODULE_SELF_METHODS = frozenset(
+    {"to", "cuda", "cpu", "float", "double", "half", "bfloat16", "train", "eval", "requires_grad_", "apply", "type"}
+)
+# Methods whose result iterates over parameters (leaves that require grad).
+PARAMETER_ITERATORS = frozenset({"parameters"})
+NAMED_PARAMETER_ITERATORS = frozenset({"named_parameters"})
+
+# Attribute names under which built-in nn modules keep their parameters.
+BUILTIN_PARAMETER_ATTRS = frozenset(
+    {"weight", "bias", "in_proj_weight", "in_proj_bias", "weight_ih_l0", "weight_hh_l0", "bias_ih_l0", "bias_hh_l0"}
+)
+
+# Built-in nn modules without parameters: calling them derives the result from the inputs.
+PARAMETERLESS_MODULE_SUFFIXES = ("Loss",)
+PARAMETERLESS_MODULES = frozenset(
+    "torch.nn." + name
+    for name in (
+        "ReLU ReLU6 LeakyReLU ELU SELU CELU GELU SiLU Mish Sigmoid Tanh Hardtanh Hardsigmoid Hardswish "
+        "Softmax LogSoftmax Softmax2d Softplus Softsign Softshrink Hardshrink Tanhshrink Threshold "
+        "LogSigmoid GLU Dropout Dropout1d Dropout2d Dropout3d AlphaDropout Flatten Unflatten Identity "
+        "MaxPool1d MaxPool2d MaxPool3d AvgPool1d AvgPool2d AvgPool3d AdaptiveAvgPool1d AdaptiveAvgPool2d "
+        "AdaptiveAvgPool3d AdaptiveMaxPool1d AdaptiveMaxPool2d AdaptiveMaxPool3d Upsample PixelShuffle "
+        "PixelUnshuffle ZeroPad2d ConstantPad1d ConstantPad2d ReflectionPad2d ReplicationPad2d"
+    ).split()
+)
+# torch.nn attributes that are not module classes.
+NN_NON_MODULES = frozenset(
+    {"torch.nn.Parameter", "torch.nn.functional", "torch.nn.init", "torch.nn.utils", "torch.nn.Module",
+     "torch.nn.parameter", "torch.nn.modules", "torch.nn.Buffer"}
+)
+NN_MODULE_BASE = "torch.nn.Module"
+OPTIMIZER_PREFIX = "torch.optim."
+
+# Source substrings without which no value can be a leaf that requires grad:
+# factories / requires_grad_() / .requires_grad = True, nn.Parameter,
+# .parameters() / .named_parameters(), built-in module parameters, and function
+# arguments whose .grad is read.  Rules that need a leaf use these as their tokens.
+LEAF_SOURCE_TOKENS = ("requires_grad", "Parameter", "parameters", ".weight", ".bias", ".in_proj_", ".grad")
+
+FLOAT_DTYPES = frozenset(
+    "torch." + name
+    for name in "float float32 float64 double half float16 bfloat16 complex64 complex128 cfloat cdouble".split()
+)
+TORCH_DTYPES = FLOAT_DTYPES | INTEGER_DTYPES

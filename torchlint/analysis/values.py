@@ -1,0 +1,97 @@
+"""What an expression or name holds, as far as autograd is concerned.
+
+The lattice is deliberately small: a *leaf that requires grad* (a trainable
+tensor), a *non-leaf* (the result of a differentiable op on something that
+requires grad), a *plain* tensor (does not require grad), an ``nn.Module`` or
+optimizer, a collection of values, or *unknown*.  Unknown means silence.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
+
+import libcst as cst
+
+if TYPE_CHECKING:
+    from torchlint.analysis.scopes import ClassInfo
+
+
+class Kind(enum.Enum):
+    LEAF = "leaf that requires grad"
+    NONLEAF = "non-leaf tensor"
+    PLAIN = "tensor that does not require grad"
+    NUMBER = "Python number"
+    MODULE = "nn.Module"
+    OPTIMIZER = "optimizer"
+    OBJECT = "instance of a class defined in this file"
+    COLLECTION = "collection"
+    UNKNOWN = "unknown"
+
+
+TENSOR_KINDS = frozenset({Kind.LEAF, Kind.NONLEAF, Kind.PLAIN})
+GRAD_KINDS = frozenset({Kind.LEAF, Kind.NONLEAF})
+
+
+@dataclass(frozen=True, eq=False)
+class Value:
+    """An abstract value.  ``origin`` is the expression that produced it."""
+
+    kind: Kind
+    origin: cst.CSTNode | None = None
+    # For MODULE/OBJECT values built from a class defined in this file.
+    cls: ClassInfo | None = None
+    # For COLLECTION values: what iterating over it yields.
+    element: Value | None = None
+    # For fixed-size tuples (``enumerate`` pairs ...): the value of each position.
+    items: tuple[Value, ...] | None = None
+    # Provenance facts rules may ask about, e.g. "grad" (a .grad tensor),
+    # "data" (a .data view), "detached" (lost its graph: .item(), .detach(), no_grad),
+    # "rebound-leaf" (a leaf rebound to a value derived from itself),
+    # "device-dependent" (leaf on CPU, non-leaf on GPU), "retains-grad".
+    tags: frozenset[str] = field(default_factory=frozenset)
+
+    @property
+    def requires_grad(self) -> bool:
+        return self.kind in GRAD_KINDS
+
+    @property
+    def is_tensor(self) -> bool:
+        return self.kind in TENSOR_KINDS
+
+    def tagged(self, *tags: str) -> Value:
+        return replace(self, tags=self.tags | frozenset(tags))
+
+    def with_kind(self, kind: Kind, origin: cst.CSTNode | None = None) -> Value:
+        return replace(self, kind=kind, origin=origin if origin is not None else self.origin)
+
+    def __repr__(self) -> str:  # compact, for debugging and test failures
+        extra = f" tags={sorted(self.tags)}" if self.tags else ""
+        return f"Value({self.kind.name}{extra})"
+
+
+UNKNOWN = Value(Kind.UNKNOWN)
+NUMBER = Value(Kind.NUMBER)
+
+
+def join(a: Value | None, b: Value | None) -> Value:
+    """Merge two control-flow paths: equal kinds survive, anything else is unknown."""
+    if a is None or b is None:
+        return UNKNOWN
+    if a is b:
+        return a
+    if a.kind != b.kind or a.cls is not b.cls:
+        return UNKNOWN
+    element = None
+    if a.kind is Kind.COLLECTION:
+        element = join(a.element, b.element)
+    return Value(a.kind, a.origin, a.cls, element, None, a.tags & b.tags)
+
+
+def join_states(a: dict[str, Value], b: dict[str, Value]) -> dict[str, Value]:
+    """Merge two name->value maps; a name bound on one path only becomes unknown."""
+    merged: dict[str, Value] = {}
+    for key in a.keys() | b.keys():
+        merged[key] = join(a.get(key), b.get(key))
+    return merged

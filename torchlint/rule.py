@@ -1,0 +1,111 @@
+"""The rule interface.  A rule is a small visitor that asks the analysis layer
+questions and reports diagnostics; it knows nothing about files, the CLI or output.
+
+A rule module in ``torchlint/rules/`` defines one ``Rule`` subclass; it is
+discovered automatically and documented by its page in the rule book
+(``rules/<CODE>-<name>.md``).
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import ClassVar
+
+import libcst as cst
+
+from torchlint.analysis import Analyzer
+
+
+class FixSafety(enum.Enum):
+    """Like ruff's applicability: safe fixes keep behaviour the user relies on."""
+
+    SAFE = "safe"
+    UNSAFE = "unsafe"
+
+
+class FixStyle(enum.Enum):
+    DATA = "data"  # w.data.sub_(...)
+    NO_GRAD = "no_grad"  # with torch.no_grad(): w -= ...
+
+
+Replacement = tuple[cst.CSTNode, "cst.CSTNode | cst.FlattenSentinel[cst.CSTNode] | cst.RemovalSentinel"]
+
+
+@dataclass(frozen=True)
+class Fix:
+    """Replace each node (by identity) with new code; applied by the engine."""
+
+    description: str
+    replacements: tuple[Replacement, ...]
+    safety: FixSafety = FixSafety.SAFE
+
+
+@dataclass
+class Diagnostic:
+    """A rule's report before the engine turns it into a positioned finding."""
+
+    rule: type[Rule]
+    node: cst.CSTNode
+    message: str
+    fix: Fix | None = None
+    # The simple statement the finding sits in (its first/last line accept `# noqa`).
+    statement: cst.CSTNode | None = None
+    # Evaluated after the whole file is analysed (e.g. "grad mode may be enabled here").
+    when: Callable[[], bool] | None = None
+
+
+@dataclass(frozen=True)
+class RuleOptions:
+    fix_style: FixStyle = FixStyle.DATA
+
+
+class Rule:
+    code: ClassVar[str]
+    name: ClassVar[str]
+    summary: ClassVar[str]
+    default: ClassVar[bool] = True
+    fix_safety: ClassVar[FixSafety | None] = None
+    # Source substrings without which the rule cannot fire.  A file that contains
+    # none of the enabled rules' tokens is not parsed at all.  Empty = always run.
+    tokens: ClassVar[tuple[str, ...]] = ()
+
+    def __init__(self, ctx: Analyzer, sink: list[Diagnostic], options: RuleOptions) -> None:
+        self.ctx = ctx
+        self.options = options
+        self._sink = sink
+
+    @property
+    def fix_style(self) -> FixStyle:
+        return self.options.fix_style
+
+    def report(
+        self,
+        node: cst.CSTNode,
+        message: str,
+        fix: Fix | None = None,
+        *,
+        when: Callable[[], bool] | None = None,
+        statement: cst.CSTNode | None = None,
+    ) -> None:
+        if fix is not None and self.fix_safety is FixSafety.UNSAFE and fix.safety is FixSafety.SAFE:
+            fix = Fix(fix.description, fix.replacements, FixSafety.UNSAFE)
+        self._sink.append(
+            Diagnostic(type(self), node, message, fix, statement or self.ctx.statement, when)
+        )
+
+    def finish(self) -> None:
+        """Called once after the whole file has been analysed."""
+
+
+@dataclass(frozen=True)
+class RuleInfo:
+    """Public description of a rule (for --list-rules, docs and output formats)."""
+
+    code: str
+    name: str
+    summary: str
+    default: bool
+    fix_safety: FixSafety | None
+    tokens: tuple[str, ...] = field(default=())

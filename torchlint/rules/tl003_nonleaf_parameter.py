@@ -1,0 +1,243 @@
+"""TL003 nonleaf-parameter: a name meant as a trainable leaf is bound to a non-leaf."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from torchlint import fixes
+from torchlint.analysis import Kind, dotted_name, keyword_arg
+from torchlint.analysis.torch_api import CONVERSION_METHODS, FACTORIES, PARAMETER, TORCH_DTYPES
+from torchlint.rule import FixSafety, Rule
+
+# Ops that, applied right after creating a leaf, leave a non-leaf copy or view.
+_VIEW_METHODS = frozenset(
+    {"view", "reshape", "t", "unsqueeze", "squeeze", "expand", "permute", "transpose", "flatten", "view_as",
+     "reshape_as", "expand_as"}
+)
+_DTYPE_OF_METHOD = {"double": "float64", "half": "float16", "bfloat16": "bfloat16"}
+
+
+class NonleafParameter(Rule):
+    code = "TL003"
+    name = "nonleaf-parameter"
+    summary = "A tensor meant as a trainable leaf is created as (or rebound to) a non-leaf"
+    fix_safety = FixSafety.SAFE
+    tokens = ("requires_grad", "Parameter")
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+        # name -> the assignment that rebound a leaf to a value derived from it
+        self._rebound: dict[str, tuple[cst.BaseExpression, cst.CSTNode | None]] = {}
+
+    # ---------------------------------------------------------- creation site
+    def visit_Assign(self, node: cst.Assign) -> None:
+        self._check_creation(node.value)
+        if len(node.targets) == 1:
+            self._note_rebinding(node.targets[0].target, node.value)
+
+    def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
+        if node.value is not None:
+            self._check_creation(node.value)
+
+    def _check_creation(self, value: cst.BaseExpression) -> None:
+        creation = self._leaf_creation_under(value)
+        if creation is None:
+            return
+        if self.ctx.value_of(value).kind is Kind.LEAF:
+            return  # e.g. `.cpu()` / `.float()` on a CPU float32 tensor returns the leaf itself
+        fix = self._creation_fix(value, creation)
+        self.report(
+            value,
+            "this is not a leaf: the op applied after creating the tensor with requires_grad=True "
+            "returns a copy, so `.grad` stays None and optimizers reject it; create the leaf last",
+            fix,
+        )
+
+    def _leaf_creation_under(self, value: cst.BaseExpression) -> cst.Call | None:
+        """The leaf-creating call at the bottom of a chain of conversions/views/scalar ops, if any."""
+        node = value
+        depth = 0
+        while True:
+            if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute):
+                method = node.func.attr.value
+                if depth > 0 and method == "requires_grad_":
+                    return node if self._is_leaf_creation(node) else None
+                if method not in CONVERSION_METHODS and method not in _VIEW_METHODS:
+                    return node if depth > 0 and self._is_leaf_creation(node) else None
+                node = node.func.value
+            elif isinstance(node, cst.BinaryOperation):
+                left, right = self.ctx.value_of(node.left), self.ctx.value_of(node.right)
+                if left.kind is Kind.NUMBER:
+                    node = node.right
+                elif right.kind is Kind.NUMBER:
+                    node = node.left
+                else:
+                    return None
+            elif isinstance(node, cst.Call):
+                return node if depth > 0 and self._is_leaf_creation(node) else None
+            else:
+                return None
+            depth += 1
+
+    def _is_leaf_creation(self, call: cst.Call) -> bool:
+        return self.ctx.value_of(call).kind is Kind.LEAF and (
+            self._factory(call) is not None
+            or self.ctx.qualify(call.func) == PARAMETER
+            or (isinstance(call.func, cst.Attribute) and call.func.attr.value == "requires_grad_")
+        )
+
+    def _factory(self, call: cst.Call) -> str | None:
+        qualified = self.ctx.qualify(call.func)
+        return qualified if qualified in FACTORIES else None
+
+    # ---------------------------------------------------------- fixes
+    def _creation_fix(self, value: cst.BaseExpression, creation: cst.Call):  # -> Fix | None
+        moved = self._move_into_factory(value, creation)
+        if moved is not None:
+            return fixes.replace("create the tensor on its device/dtype directly", value, moved)
+        if self.ctx.qualify(creation.func) == PARAMETER and creation.args:
+            inner = creation.args[0].value
+            rebuilt = _replace_node(value, creation, inner)
+            if rebuilt is None:
+                return None
+            new_value = creation.with_changes(args=[creation.args[0].with_changes(value=fixes.strip_parens(rebuilt))])
+            return fixes.replace("apply the op before wrapping in nn.Parameter", value, new_value.with_changes(
+                lpar=value.lpar, rpar=value.rpar))
+        if self._factory(creation) is not None:
+            plain = creation.with_changes(args=_without_requires_grad(creation.args))
+        elif isinstance(creation.func, cst.Attribute):
+            plain = creation.func.value
+        else:
+            return None
+        rebuilt = _replace_node(value, creation, plain)
+        if rebuilt is None:
+            return None
+        receiver = rebuilt
+        if isinstance(rebuilt, cst.BinaryOperation) and not rebuilt.lpar:
+            receiver = rebuilt.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
+        return fixes.replace("make the final tensor the leaf", value, fixes.method_call(receiver, "requires_grad_", []))
+
+    def _move_into_factory(self, value: cst.BaseExpression, creation: cst.Call) -> cst.Call | None:
+        """``torch.randn(3, requires_grad=True).to(device)`` -> ``torch.randn(3, device=device, requires_grad=True)``."""
+        if self._factory(creation) is None or not isinstance(value, cst.Call):
+            return None
+        if not isinstance(value.func, cst.Attribute) or value.func.value is not creation:
+            return None
+        method = value.func.attr.value
+        keyword: str | None = None
+        new_value: cst.BaseExpression | None = None
+        if method == "to" and len(value.args) == 1 and value.args[0].keyword is None:
+            arg = value.args[0].value
+            qualified = self.ctx.qualify(arg)
+            if qualified is not None and qualified in TORCH_DTYPES:
+                keyword = "dtype"
+            elif isinstance(arg, cst.SimpleString) or (
+                isinstance(arg, cst.Call) and self.ctx.qualify(arg.func) == "torch.device"
+            ):
+                keyword = "device"
+            elif isinstance(arg, (cst.Name, cst.Attribute)):
+                spelled = (dotted_name(arg) or "").lower()
+                keyword = "dtype" if "dtype" in spelled else "device" if "dev" in spelled else None
+            new_value = arg
+        elif method == "cuda" and not value.args:
+            keyword, new_value = "device", cst.SimpleString('"cuda"')
+        elif method in _DTYPE_OF_METHOD and not value.args and self.ctx.torch_name:
+            keyword = "dtype"
+            new_value = cst.Attribute(value=cst.Name(self.ctx.torch_name), attr=cst.Name(_DTYPE_OF_METHOD[method]))
+        if keyword is None or new_value is None or keyword_arg(creation, keyword) is not None:
+            return None
+        args = list(creation.args)
+        insert_at = next((i for i, a in enumerate(args) if a.keyword and a.keyword.value == "requires_grad"), len(args))
+        new_arg = cst.Arg(
+            value=new_value,
+            keyword=cst.Name(keyword),
+            equal=cst.AssignEqual(whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace("")),
+            comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")),
+        )
+        if insert_at == len(args) and args:
+            args[-1] = args[-1].with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
+            new_arg = new_arg.with_changes(comma=cst.MaybeSentinel.DEFAULT)
+        args.insert(insert_at, new_arg)
+        return creation.with_changes(args=args, lpar=value.lpar, rpar=value.rpar)
+
+    # ---------------------------------------------------------- rebound leaf
+    def _note_rebinding(self, target: cst.BaseExpression, value: cst.BaseExpression) -> None:
+        key = dotted_name(target)
+        if key is None or self.ctx.value_of(target).kind is not Kind.LEAF:
+            return
+        if _mentions_grad(value) or key not in _names_in(value):
+            return
+        new_value = self.ctx.value_of(value)
+        if new_value.kind is Kind.NONLEAF:
+            self._rebound[key] = (value, self.ctx.statement)
+
+    def visit_Attribute(self, node: cst.Attribute) -> None:
+        if node.attr.value == "grad":
+            self._check_use_as_leaf(node.value)
+
+    def visit_Call(self, node: cst.Call) -> None:
+        qualified = self.ctx.qualify(node.func) or ""
+        if not qualified.startswith("torch.optim.") or not node.args:
+            return
+        params = node.args[0].value
+        if isinstance(params, (cst.List, cst.Tuple)):
+            for element in params.elements:
+                self._check_use_as_leaf(element.value)
+
+    def _check_use_as_leaf(self, expr: cst.BaseExpression) -> None:
+        key = dotted_name(expr)
+        if key is None or key not in self._rebound:
+            return
+        value, statement = self._rebound[key]
+        current = self.ctx.value_of_key(key)
+        if current.kind is Kind.NONLEAF and current.origin is value:
+            self.report(
+                value,
+                f"`{key}` was a leaf that requires grad; rebinding it to this derived value makes it a "
+                "non-leaf, and it is used as a leaf later (`.grad` stays None, optimizers reject it)",
+                None,
+                statement=statement,
+            )
+
+
+def _without_requires_grad(args: tuple[cst.Arg, ...] | list[cst.Arg]) -> list[cst.Arg]:
+    kept = [a for a in args if not (a.keyword is not None and a.keyword.value == "requires_grad")]
+    if kept:
+        kept[-1] = kept[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
+    return kept
+
+
+def _replace_node(root: cst.BaseExpression, old: cst.CSTNode, new: cst.CSTNode) -> cst.BaseExpression | None:
+    replaced = root.deep_replace(old, new)
+    return replaced if isinstance(replaced, cst.BaseExpression) else None
+
+
+def _mentions_grad(node: cst.CSTNode) -> bool:
+    found = False
+
+    class Finder(cst.CSTVisitor):
+        def visit_Attribute(self, attribute: cst.Attribute) -> None:
+            nonlocal found
+            if attribute.attr.value == "grad":
+                found = True
+
+    node.visit(Finder())
+    return found
+
+
+def _names_in(node: cst.CSTNode) -> set[str]:
+    names: set[str] = set()
+
+    class Collector(cst.CSTVisitor):
+        def visit_Name(self, name: cst.Name) -> None:
+            names.add(name.value)
+
+        def visit_Attribute(self, attribute: cst.Attribute) -> None:
+            key = dotted_name(attribute)
+            if key:
+                names.add(key)
+
+    node.visit(Collector())
+    return names
+
+
