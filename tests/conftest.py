@@ -1,0 +1,28 @@
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+FIXTURES = ROOT / "tests" / "fixtures"
+EXPECT = re.compile(r"#\s*expect:\s*(?P<items>[A-Z]+\d+(?::\d+)?(?:\s*,\s*[A-Z]+\d+(?::\d+)?)*)")
+
+
+def expected_findings(source: str) -> set[tuple[int, int | None, str]]:
+    """``# expect: TL001:5, TL002:9`` annotations as {(line, col, code)}."""
+    expected: set[tuple[int, int | None, str]] = set()
+    for number, line in enumerate(source.splitlines(), start=1):
+        match = EXPECT.search(line)
+        if not match:
+            continue
+        for item in match.group("items").split(","):
+            code, _, col = item.strip().partition(":")
+            expected.add((number, int(col) if col else None, code))
+    return expected
+
+
+@pytest.fixture
+def root() -> Path:
+    return ROOT

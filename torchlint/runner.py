@@ -1,0 +1,89 @@
+"""Lint and fix files: the glue between discovery, the engine and reporting."""
+
+from __future__ import annotations
+
+import difflib
+import fnmatch
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from torchlint.engine import Finding, FixError, SourceError, fix_source, lint_source
+from torchlint.files import ReadError, read_source, write_atomic
+from torchlint.rule import Rule
+from torchlint.settings import Settings
+
+
+@dataclass
+class FileReport:
+    path: str
+    findings: list[Finding] = field(default_factory=list)
+    error: str | None = None  # one line, "line:col: message" when the position is known
+    fixed: int = 0
+    diff: str = ""
+    source: str | None = None
+
+
+def rules_for_path(path: str, rules: Sequence[type[Rule]], settings: Settings) -> list[type[Rule]]:
+    ignored: set[str] = set()
+    normalized = path.replace("\\", "/").lstrip("./") if not path.startswith("../") else path
+    for pattern, codes in settings.per_file_ignores:
+        if fnmatch.fnmatchcase(normalized, pattern) or fnmatch.fnmatchcase(path, pattern):
+            ignored.update(codes)
+    if not ignored:
+        return list(rules)
+    return [rule for rule in rules if not any(rule.code.startswith(code) or code == "ALL" for code in ignored)]
+
+
+def _error_text(error: Exception) -> str:
+    if isinstance(error, SourceError) and error.line is not None:
+        return f"{error.line}:{error.col or 1}: {error}"
+    return str(error)
+
+
+def check_file(path: str, rules: Sequence[type[Rule]], settings: Settings) -> FileReport:
+    report = FileReport(path)
+    try:
+        source = read_source(path)
+        result = lint_source(source.text, rules_for_path(path, rules, settings), settings.rule_options)
+    except (ReadError, SourceError) as error:
+        report.error = _error_text(error)
+        return report
+    report.findings = result.findings
+    report.source = source.text
+    return report
+
+
+def fix_file(
+    path: str, rules: Sequence[type[Rule]], settings: Settings, *, write: bool, unsafe: bool | None = None
+) -> FileReport:
+    """Fix one file; with ``write`` False only compute the diff."""
+    report = FileReport(path)
+    try:
+        source = read_source(path)
+        result = fix_source(
+            source.text,
+            rules_for_path(path, rules, settings),
+            settings.rule_options,
+            unsafe=settings.unsafe_fixes if unsafe is None else unsafe,
+        )
+    except (ReadError, SourceError, FixError) as error:
+        report.error = _error_text(error)
+        return report
+    report.findings = result.remaining
+    report.fixed = len(result.applied)
+    report.source = result.source
+    if result.source != source.text:
+        report.diff = "".join(
+            difflib.unified_diff(
+                source.text.splitlines(keepends=True),
+                result.source.splitlines(keepends=True),
+                fromfile=path,
+                tofile=path,
+            )
+        )
+        if write:
+            try:
+                write_atomic(path, result.source, source.encoding)
+            except OSError as error:
+                report.error = f"cannot write fixed file: {error.strerror or error}"
+    return report

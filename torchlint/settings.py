@@ -1,0 +1,82 @@
+"""Effective settings (config file merged with the command line) and rule selection."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+from torchlint.rule import FixStyle, Rule, RuleOptions
+from torchlint.rules import all_rules
+
+DEFAULT_EXCLUDE = (
+    ".git", ".hg", ".svn", ".bzr", ".venv", "venv", ".env", "env", "build", "dist", "__pycache__",
+    ".tox", ".nox", ".mypy_cache", ".pytest_cache", ".ruff_cache", ".torchlint_cache", "node_modules",
+    ".eggs", "*.egg-info", "site-packages", ".ipynb_checkpoints",
+)
+
+
+class SettingsError(Exception):
+    """Invalid configuration or option value (exit code 2)."""
+
+
+@dataclass(frozen=True)
+class Settings:
+    select: tuple[str, ...] | None = None  # None: the default-on rules
+    extend_select: tuple[str, ...] = ()
+    ignore: tuple[str, ...] = ()
+    per_file_ignores: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    exclude: tuple[str, ...] = DEFAULT_EXCLUDE
+    extend_exclude: tuple[str, ...] = ()
+    fix_style: FixStyle = FixStyle.DATA
+    unsafe_fixes: bool = False
+    respect_gitignore: bool = True
+    extra: dict[str, object] = field(default_factory=dict, compare=False)
+
+    @property
+    def rule_options(self) -> RuleOptions:
+        return RuleOptions(fix_style=self.fix_style)
+
+    @property
+    def all_excludes(self) -> tuple[str, ...]:
+        return self.exclude + self.extend_exclude
+
+
+def _matches(code: str, selector: str) -> bool:
+    return selector == "ALL" or code.startswith(selector)
+
+
+def validate_selectors(selectors: Iterable[str]) -> None:
+    codes = [rule.code for rule in all_rules()]
+    for selector in selectors:
+        if selector != "ALL" and not any(code.startswith(selector) for code in codes):
+            raise SettingsError(f"unknown rule selector {selector!r} (see `torchlint --list-rules`)")
+
+
+def resolve_rules(settings: Settings, ignore_extra: Sequence[str] = ()) -> list[type[Rule]]:
+    """Enabled rules: like ruff, ``select`` replaces the default set and ``extend-select`` adds to it.
+
+    Opt-in rules (default off) are enabled by their exact code or ``ALL``; a
+    prefix such as ``TL`` selects only the default-on rules it covers.
+    """
+    rules = all_rules()
+
+    def selected(rule: type[Rule], selectors: Iterable[str]) -> bool:
+        for selector in selectors:
+            if selector == rule.code or selector == "ALL":
+                return True
+            if rule.default and _matches(rule.code, selector):
+                return True
+        return False
+
+    if settings.select is None:
+        enabled = [rule for rule in rules if rule.default]
+    else:
+        enabled = [rule for rule in rules if selected(rule, settings.select)]
+    enabled += [rule for rule in rules if rule not in enabled and selected(rule, settings.extend_select)]
+    ignored = (*settings.ignore, *ignore_extra)
+    # An exact selection beats a prefix ignore (ruff's specificity rule, simplified).
+    exact = set(settings.select or ()) | set(settings.extend_select)
+    return sorted(
+        (r for r in enabled if r.code in exact or not any(_matches(r.code, i) for i in ignored)),
+        key=lambda r: r.code,
+    )
