@@ -139,7 +139,10 @@ def _verify(rule: type[Rule]) -> str:
     fixed_no_grad = None
     if "fixed-no_grad" in page.blocks:
         fixed_no_grad = run_program(page.blocks["fixed-no_grad"], f"<{rule.code} fixed-no_grad>")
+    import torch
+
     namespace = {
+        "torch": torch,
         "bad": outcomes["bad"],
         "fixed": outcomes["fixed"],
         "fixed_no_grad": fixed_no_grad,

@@ -24,6 +24,7 @@ from torchlint.analysis.names import ImportTable, dotted_name
 from torchlint.analysis.scopes import (
     DISABLED,
     ENABLED,
+    INFERENCE,
     UNKNOWN_MODE,
     ClassInfo,
     FunctionInfo,
@@ -118,6 +119,11 @@ class Analyzer(cst.CSTVisitor):
             self._finalizers.append(rule.finish)
 
     def run(self) -> None:
+        if self._grad_reads_enabled:
+            collector = _GradReadCollector()
+            for statement in self.module.body:
+                statement.visit(collector)
+            self._grad_reads[0] = collector.names
         self.module.visit(self)
         for finish in self._finalizers:
             finish()
@@ -248,7 +254,6 @@ class Analyzer(cst.CSTVisitor):
             if func.value in ("list", "tuple", "sorted", "reversed") and node.args:
                 inner = self.value_of(node.args[0].value)
                 return inner if inner.kind is Kind.COLLECTION else UNKNOWN
-            return UNKNOWN
         if isinstance(func, cst.Attribute):
             return self._value_of_method_call(node, func)
         callee = self.value_of(func)
@@ -620,6 +625,8 @@ class Analyzer(cst.CSTVisitor):
                 mode = item_mode
             if item.asname is not None:
                 self._bind_target(item.asname.name, UNKNOWN, None)
+        if mode is not None and self.grad_mode.inference and not mode.statically_disabled:
+            mode = self.grad_mode
         self.scope.mode_stack.append(mode or self.grad_mode)
 
     def _leave_With_body(self, node: cst.With) -> None:
@@ -649,12 +656,12 @@ class Analyzer(cst.CSTVisitor):
         if collection.kind is Kind.COLLECTION and collection.element is not None:
             return collection.element
         if (
-            isinstance(iterable, cst.Name)
+            collection.kind is Kind.UNKNOWN
             and isinstance(target, cst.Name)
-            and "param" in collection.tags
             and target.value in self._grad_reads[-1]
         ):
-            # ``for p in params: ... p.grad ...`` over a function argument: a list of leaves.
+            # ``for p in params: ... p.grad ...``: code that reads a loop variable's
+            # .grad iterates over leaves (a non-leaf's .grad is always None).
             return Value(Kind.LEAF, target, tags=frozenset({"assumed-leaf"}))
         return UNKNOWN
 
@@ -683,6 +690,9 @@ class Analyzer(cst.CSTVisitor):
                 args = positional_args(call) or [a.value for a in call.args if a.keyword and a.keyword.value == "mode"]
                 if args and _literal_bool(args[0]) is False:
                     return None
+                return INFERENCE
+            if qualified == "torch.inference_mode":
+                return INFERENCE
             return DISABLED
         if qualified in api.GRAD_ENABLING:
             return ENABLED
@@ -718,9 +728,12 @@ class Analyzer(cst.CSTVisitor):
         class_scope = self.scope
         assert class_scope.parent is not None
         self.scope = class_scope.parent
-        # Methods run after the class exists; __init__ first so others see its attributes.
-        methods = sorted(class_scope.deferred, key=lambda f: f.name != "__init__")
-        self.scope.deferred.extend(methods)
+        # Instances are made (and __init__ runs) before the rest of the module uses
+        # them, so __init__ is analysed now; other methods run later.
+        for method in [m for m in class_scope.deferred if m.name == "__init__"]:
+            class_scope.deferred.remove(method)
+            self._analyse_function(method)
+        self.scope.deferred.extend(class_scope.deferred)
 
     def _enter_FunctionDef(self, node: cst.FunctionDef) -> bool:
         cls = self.scope.cls if self.scope.kind == "class" else None

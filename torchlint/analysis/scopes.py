@@ -27,6 +27,9 @@ class GradMode:
 
     fixed: Mode | None = None
     inherited_from: FunctionInfo | None = None
+    # Inside torch.inference_mode(), enable_grad() does not make in-place ops on
+    # leaves fail again (measured with torch 2.13): it stays effectively disabled.
+    inference: bool = False
 
     def possible(self) -> frozenset[Mode]:
         """Modes this point can run in.  Only meaningful after the file is analysed."""
@@ -53,6 +56,7 @@ class GradMode:
 
 ENABLED = GradMode(Mode.ENABLED)
 DISABLED = GradMode(Mode.DISABLED)
+INFERENCE = GradMode(Mode.DISABLED, inference=True)
 UNKNOWN_MODE = GradMode(Mode.UNKNOWN)
 
 # Methods the framework calls with grad enabled even when nothing in the file calls them.

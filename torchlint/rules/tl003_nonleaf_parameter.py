@@ -40,6 +40,10 @@ class NonleafParameter(Rule):
             self._check_creation(node.value)
 
     def _check_creation(self, value: cst.BaseExpression) -> None:
+        if isinstance(value, cst.Tuple):
+            for element in value.elements:
+                self._check_creation(element.value)
+            return
         creation = self._leaf_creation_under(value)
         if creation is None:
             return

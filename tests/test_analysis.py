@@ -1,0 +1,200 @@
+"""Unit tests of the shared analysis layer, through a probe: ``reveal(expr)``
+records what the analysis thinks ``expr`` holds and which grad mode is active."""
+
+from __future__ import annotations
+
+import textwrap
+
+import libcst as cst
+import pytest
+
+from torchlint.analysis import Analyzer, Kind, Mode
+from torchlint.rule import Diagnostic, Rule, RuleOptions
+
+
+def reveal(source: str) -> list[tuple[Kind, frozenset[Mode]]]:
+    module = cst.parse_module(textwrap.dedent(source))
+    analyzer = Analyzer(module, module.code)
+    seen: list[tuple[Kind, object]] = []
+
+    class Probe(Rule):
+        code, name, summary = "TL999", "probe", "probe"
+
+        def visit_Call(self, node: cst.Call) -> None:
+            if isinstance(node.func, cst.Name) and node.func.value == "reveal":
+                seen.append((self.ctx.value_of(node.args[0].value).kind, self.ctx.grad_mode))
+
+    sink: list[Diagnostic] = []
+    analyzer.attach([Probe(analyzer, sink, RuleOptions())])
+    analyzer.run()
+    return [(kind, mode.possible()) for kind, mode in seen]
+
+
+def kinds(source: str) -> list[Kind]:
+    return [kind for kind, _ in reveal(source)]
+
+
+E, D, U = frozenset({Mode.ENABLED}), frozenset({Mode.DISABLED}), frozenset({Mode.UNKNOWN})
+
+
+@pytest.mark.parametrize(
+    "imports, factory",
+    [
+        ("import torch", "torch.randn(3, requires_grad=True)"),
+        ("import torch as T", "T.zeros(3, requires_grad=True)"),
+        ("from torch import randn", "randn(3, requires_grad=True)"),
+        ("import torch.nn as nn", "nn.Parameter(x)"),
+        ("from torch.nn import Parameter", "Parameter(x)"),
+        ("from torch.nn.parameter import Parameter", "Parameter(x)"),
+        ("import torch", "torch.randn(3).requires_grad_()"),
+    ],
+)
+def test_leaf_creation_through_aliases(imports: str, factory: str) -> None:
+    assert kinds(f"{imports}\nw = {factory}\nreveal(w)\n") == [Kind.LEAF]
+
+
+def test_unknown_call_and_unimported_names_are_unknown() -> None:
+    assert kinds("w = make()\nreveal(w)\nreveal(torch.randn(3, requires_grad=True))\n") == [Kind.UNKNOWN, Kind.UNKNOWN]
+
+
+def test_derived_values_depend_on_grad_mode() -> None:
+    source = """
+    import torch
+    w = torch.randn(3, requires_grad=True)
+    reveal(w * 2)
+    with torch.no_grad():
+        reveal(w * 2)
+    reveal(w.detach())
+    reveal(w.data)
+    reveal(w.grad)
+    reveal(w.double())
+    reveal(w.float())
+    """
+    assert kinds(source) == [Kind.NONLEAF, Kind.PLAIN, Kind.PLAIN, Kind.PLAIN, Kind.PLAIN, Kind.NONLEAF, Kind.LEAF]
+
+
+def test_rebinding_under_no_grad_then_requires_grad_releafs() -> None:
+    source = """
+    import torch
+    w = torch.randn(3, requires_grad=True)
+    with torch.no_grad():
+        w = w - 0.1
+    reveal(w)
+    w.requires_grad_()
+    reveal(w)
+    v = torch.randn(3, requires_grad=True)
+    v = v - 0.1
+    v.requires_grad_()
+    reveal(v)
+    """
+    assert kinds(source) == [Kind.PLAIN, Kind.LEAF, Kind.NONLEAF]
+
+
+def test_grad_mode_contexts_and_decorators() -> None:
+    source = """
+    import torch
+    from torch import no_grad
+    reveal(1)
+    with no_grad():
+        reveal(1)
+        with torch.enable_grad():
+            reveal(1)
+    with torch.inference_mode():
+        reveal(1)
+    with torch.set_grad_enabled(False):
+        reveal(1)
+    with torch.set_grad_enabled(flag):
+        reveal(1)
+
+    @torch.no_grad()
+    def a():
+        reveal(1)
+
+    @torch.no_grad
+    def b():
+        reveal(1)
+
+    a(); b()
+    """
+    assert [modes for _, modes in reveal(source)] == [E, D, E, D, D, U, D, D]
+
+
+def test_function_grad_mode_comes_from_call_sites() -> None:
+    source = """
+    import torch
+
+    def only_under_no_grad():
+        reveal(1)
+
+    def mixed():
+        reveal(1)
+
+    def never_called():
+        reveal(1)
+
+    def main():
+        with torch.no_grad():
+            only_under_no_grad()
+            mixed()
+        mixed()
+
+    main()
+    """
+    assert [modes for _, modes in reveal(source)] == [D, frozenset({Mode.ENABLED, Mode.DISABLED}), U]
+
+
+def test_module_parameters_and_loop_variables() -> None:
+    source = """
+    import torch
+    import torch.nn as nn
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Linear(3, 1)
+            self.scale = nn.Parameter(torch.ones(1))
+
+        def forward(self, x):
+            reveal(self.scale)
+            return self.fc(x) * self.scale
+
+    net = Net()
+    reveal(net.fc.weight)
+    reveal(net.scale)
+    for p in net.parameters():
+        reveal(p)
+    for name, p in net.named_parameters():
+        reveal(p)
+    for i, p in enumerate([net.scale]):
+        reveal(p)
+    reveal(net(torch.ones(3)))
+    """
+    # forward() is analysed after the module-level code that calls it
+    assert kinds(source) == [Kind.LEAF] * 5 + [Kind.NONLEAF, Kind.LEAF]
+
+
+def test_branches_join_to_unknown() -> None:
+    source = """
+    import torch
+    w = torch.randn(3, requires_grad=True)
+    if flag:
+        w = w * 2
+    reveal(w)
+    v = torch.randn(3, requires_grad=True)
+    if flag:
+        pass
+    else:
+        pass
+    reveal(v)
+    """
+    assert kinds(source) == [Kind.UNKNOWN, Kind.LEAF]
+
+
+def test_function_parameters_whose_grad_is_read_are_leaves() -> None:
+    source = """
+    def step(w, x):
+        reveal(w)
+        reveal(x)
+        return w.grad
+    """
+    assert kinds(source) == [Kind.LEAF, Kind.UNKNOWN]
