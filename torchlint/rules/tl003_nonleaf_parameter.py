@@ -28,33 +28,47 @@ class NonleafParameter(Rule):
         super().__init__(*args, **kwargs)  # type: ignore[arg-type]
         # name -> the assignment that rebound a leaf to a value derived from it
         self._rebound: dict[str, tuple[cst.BaseExpression, cst.CSTNode | None]] = {}
+        # name -> (value, statement, fix) of a non-leaf creation not yet used as a leaf
+        self._unused_creations: dict[str, tuple[cst.BaseExpression, cst.CSTNode | None, object]] = {}
 
     # ---------------------------------------------------------- creation site
     def visit_Assign(self, node: cst.Assign) -> None:
-        self._check_creation(node.value)
+        for target in node.targets:
+            self._check_creation(target.target, node.value)
         if len(node.targets) == 1:
             self._note_rebinding(node.targets[0].target, node.value)
 
     def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
         if node.value is not None:
-            self._check_creation(node.value)
+            self._check_creation(node.target, node.value)
 
-    def _check_creation(self, value: cst.BaseExpression) -> None:
-        if isinstance(value, cst.Tuple):
-            for element in value.elements:
-                self._check_creation(element.value)
+    def _check_creation(self, target: cst.BaseExpression, value: cst.BaseExpression) -> None:
+        if isinstance(value, cst.Tuple) and isinstance(target, cst.Tuple) and len(target.elements) == len(value.elements):
+            for sub_target, element in zip(target.elements, value.elements):
+                self._check_creation(sub_target.value, element.value)
             return
+        key = dotted_name(target)
         creation = self._leaf_creation_under(value)
-        if creation is None:
+        if key is None or creation is None:
             return
         if self.ctx.value_of(value).kind is Kind.LEAF:
             return  # e.g. `.cpu()` / `.float()` on a CPU float32 tensor returns the leaf itself
-        fix = self._creation_fix(value, creation)
+        finding = (value, self.ctx.statement, self._creation_fix(value, creation))
+        if key.startswith("self.") and key.count(".") == 1:
+            # Stored on an object: meant as one of its trainable parameters.
+            self._report_creation(*finding)
+        else:
+            # A local tensor that requires grad may just be an input that needs a graph;
+            # it is a mistake once it is used as a leaf (`.grad` read, optimizer).
+            self._unused_creations[key] = finding
+
+    def _report_creation(self, value: cst.BaseExpression, statement: cst.CSTNode | None, fix) -> None:
         self.report(
             value,
             "this is not a leaf: the op applied after creating the tensor with requires_grad=True "
             "returns a copy, so `.grad` stays None and optimizers reject it; create the leaf last",
             fix,
+            statement=statement,
         )
 
     def _leaf_creation_under(self, value: cst.BaseExpression) -> cst.Call | None:
@@ -190,10 +204,18 @@ class NonleafParameter(Rule):
 
     def _check_use_as_leaf(self, expr: cst.BaseExpression) -> None:
         key = dotted_name(expr)
-        if key is None or key not in self._rebound:
+        if key is None:
+            return
+        current = self.ctx.value_of_key(key)
+        if key in self._unused_creations:
+            value, statement, fix = self._unused_creations[key]
+            if current.origin is value:
+                del self._unused_creations[key]
+                self._report_creation(value, statement, fix)
+            return
+        if key not in self._rebound:
             return
         value, statement = self._rebound[key]
-        current = self.ctx.value_of_key(key)
         if current.kind is Kind.NONLEAF and current.origin is value:
             self.report(
                 value,
