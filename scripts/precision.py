@@ -56,10 +56,16 @@ DEFAULT_TRIAGE = REPO / "scripts" / "precision_triage.json"
 
 # Registry packages, pinned so that line numbers in the triage file stay meaningful.
 PINNED = {
+    # Large PyTorch libraries.
     "transformers": "5.24.0",
     "diffusers": "0.42.1",
     "pytorch-lightning": "2.6.6",
     "timm": "1.0.31",
+    # Training code: hand-written loops, manual SGD updates (d2l is the "Dive into Deep Learning" book's code).
+    "d2l": "1.0.3",
+    "pytorch-ignite": "0.5.5",
+    "skorch": "1.4.0",
+    "trl": "1.16.0",
 }
 
 VERDICTS = {"real": "real", "real bug": "real", "bug": "real", "tp": "real",
@@ -428,7 +434,7 @@ def show(findings: Sequence[dict], stats: Sequence[CodebaseStats], context: int,
         lines = (roots[finding["codebase"]] / finding["path"]).read_text(encoding="utf-8", errors="replace").splitlines()
         number = finding["line"]
         print(f"=== {finding['key']}")
-        print(f"    {finding['codebase']}/{finding['path']}:{number}:{finding['col']}: {finding['code']} {finding['message']}")
+        print(f"    [{finding['codebase']}] {finding['path']}:{number}:{finding['col']}: {finding['code']} {finding['message']}")
         if entry:
             print(f"    verdict: {entry.get('verdict')} — {entry.get('note', '')}")
         for index in range(max(1, number - context), min(len(lines), number + context) + 1):

@@ -4,14 +4,24 @@ filter what they report, and apply fixes.  It knows nothing about specific rules
 from __future__ import annotations
 
 import ast
+import functools
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from typing import Any
 
 import libcst as cst
 from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider
 
 from torchlint.analysis import Analyzer
-from torchlint.noqa import file_is_exempt, is_suppressed
+from torchlint.noqa import (
+    NoqaAudit,
+    Use,
+    file_exempt_codes,
+    file_is_exempt,
+    physical_lines,
+    run_audits,
+    suppression,
+)
 from torchlint.rule import Diagnostic, Fix, FixSafety, Rule, RuleOptions
 
 MAX_FIX_PASSES = 10
@@ -41,10 +51,26 @@ class Finding:
     end_col: int  # 1-based, exclusive
     fix: Fix | None = None
     diagnostic: Diagnostic | None = field(default=None, compare=False, repr=False)
+    # The lines whose `# noqa` covers this finding: the reported line and its statement's first and last.
+    noqa_lines: tuple[int, ...] = field(default=(), compare=False, repr=False)
+    # The fix as text edits; filled in on request (``with_fix_edits``) for output formats and editors.
+    edits: tuple[TextEdit, ...] = field(default=(), compare=False, repr=False)
+    cell: int | None = None  # notebooks: the 1-based cell that ``line`` and ``end_line`` count in
 
     @property
     def rule(self) -> type[Rule] | None:
         return self.diagnostic.rule if self.diagnostic else None
+
+
+@dataclass(frozen=True)
+class TextEdit:
+    """Replace the text from (line, col) up to (end_line, end_col) (1-based, end exclusive)."""
+
+    line: int
+    col: int
+    end_line: int
+    end_col: int
+    content: str
 
 
 @dataclass
@@ -56,7 +82,26 @@ class LintResult:
 
 def active_rules(source: str, rules: Sequence[type[Rule]]) -> list[type[Rule]]:
     """The rules that can possibly fire on ``source`` (sound token pre-filter)."""
-    return [rule for rule in rules if not rule.tokens or any(token in source for token in rule.tokens)]
+    always, by_token = _token_index(tuple(rules))
+    active = set(always)
+    for token, owners in by_token:
+        # Each distinct token is searched for once, and not at all once its rules are in.
+        if not owners <= active and token in source:
+            active |= owners
+    return [rule for rule in rules if rule in active]
+
+
+@functools.lru_cache(maxsize=64)
+def _token_index(rules: tuple[type[Rule], ...]) -> tuple[frozenset[type[Rule]], tuple[tuple[str, frozenset[type[Rule]]], ...]]:
+    """Rules without tokens, and each distinct token with the rules it enables."""
+    always = frozenset(rule for rule in rules if not rule.tokens)
+    owners: dict[str, set[type[Rule]]] = {}
+    for rule in rules:
+        for token in rule.tokens:
+            owners.setdefault(token, set()).add(rule)
+    # Tokens shared by more rules first: one hit settles several rules.
+    ordered = sorted(owners, key=lambda token: (-len(owners[token]), -len(token), token))
+    return always, tuple((token, frozenset(owners[token])) for token in ordered)
 
 
 def parse(source: str) -> cst.Module:
@@ -75,18 +120,42 @@ def lint_source(
     *,
     respect_noqa: bool = True,
 ) -> LintResult:
-    """Lint one module's source with the given rules."""
-    if respect_noqa and file_is_exempt(source):
+    """Lint one module's source with the given rules.
+
+    ``respect_noqa`` False leaves line-level ``# noqa`` comments to the caller (flake8
+    applies them itself); torchlint's own file-level ``# torchlint: noqa`` always counts.
+    """
+    if file_is_exempt(source):
         return LintResult([])
-    rules = active_rules(source, rules)
-    if not rules:
+    exempt = file_exempt_codes(source)
+    if exempt:
+        rules = [r for r in rules if not any(r.code.startswith(code) for code in exempt)]
+    # Rules that audit noqa comments run after the others, and only when noqa comments count.
+    audits = active_rules(source, [r for r in rules if issubclass(r, NoqaAudit)]) if respect_noqa else []
+    checks = active_rules(source, [r for r in rules if not issubclass(r, NoqaAudit)])
+    if not checks and not audits:
         return LintResult([])
     module = parse(source)
-    diagnostics = _analyse(module, source, rules, options)
-    if not diagnostics:
+    diagnostics = _analyse(module, source, checks, options) if checks else []
+    if not diagnostics and not audits:
         return LintResult([], module, parsed=True)
     positions = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
-    lines = source.splitlines()
+    lines = physical_lines(source)
+    used: set[Use] = set()
+    findings = _position(diagnostics, positions, lines if respect_noqa else None, used)
+    if audits:
+        enabled = {r.code for r in rules}
+        audit_diagnostics = run_audits(audits, module, positions, used, enabled, options)
+        findings += _position(audit_diagnostics, positions, lines, set())
+    findings.sort(key=lambda f: (f.line, f.col, f.code))
+    return LintResult(findings, module, parsed=True)
+
+
+def _position(
+    diagnostics: Sequence[Diagnostic], positions: Any, lines: Sequence[str] | None, used: set[Use]
+) -> list[Finding]:
+    """Findings for the diagnostics not suppressed by a noqa comment (``lines`` None: none
+    is); the suppressions that applied are added to ``used``."""
     findings: list[Finding] = []
     seen: set[tuple[str, int]] = set()
     for diagnostic in diagnostics:
@@ -95,8 +164,12 @@ def lint_source(
             continue
         seen.add(key)
         where: CodeRange = positions[diagnostic.node]
-        if respect_noqa and is_suppressed(diagnostic.rule.code, lines, _noqa_lines(diagnostic, where, positions)):
-            continue
+        noqa_lines = _noqa_lines(diagnostic, where, positions)
+        if lines is not None:
+            applied = suppression(diagnostic.rule.code, lines, noqa_lines)
+            if applied is not None:
+                used.add(applied)
+                continue
         findings.append(
             Finding(
                 diagnostic.rule.code,
@@ -108,10 +181,10 @@ def lint_source(
                 where.end.column + 1,
                 diagnostic.fix,
                 diagnostic,
+                noqa_lines,
             )
         )
-    findings.sort(key=lambda f: (f.line, f.col, f.code))
-    return LintResult(findings, module, parsed=True)
+    return findings
 
 
 def _analyse(module: cst.Module, source: str, rules: Sequence[type[Rule]], options: RuleOptions) -> list[Diagnostic]:
@@ -236,6 +309,20 @@ def fix_edit(module: cst.Module, source: str, finding: Finding) -> tuple[tuple[i
         end_old -= 1
         end_new -= 1
     return _line_col(source, start), _line_col(source, end_old), new_source[start:end_new]
+
+
+def with_fix_edits(result: LintResult, source: str) -> list[Finding]:
+    """The findings, each fixable one with its fix as a text edit."""
+    if result.module is None:
+        return result.findings
+    findings: list[Finding] = []
+    for finding in result.findings:
+        edit = fix_edit(result.module, source, finding) if finding.fix is not None else None
+        if edit is not None:
+            (line, col), (end_line, end_col), content = edit
+            finding = replace(finding, edits=(TextEdit(line, col, end_line, end_col, content),))
+        findings.append(finding)
+    return findings
 
 
 def _line_col(source: str, offset: int) -> tuple[int, int]:

@@ -15,6 +15,7 @@ from pathlib import Path
 from torchlint.gitignore import GitIgnore
 
 PYTHON_SUFFIXES = (".py", ".pyi")
+LINTED_SUFFIXES = (*PYTHON_SUFFIXES, ".ipynb")  # what directory walks pick up
 
 
 class ReadError(Exception):
@@ -89,7 +90,7 @@ def discover(
     exclude: Sequence[str],
     *,
     respect_gitignore: bool = True,
-    suffixes: Sequence[str] = PYTHON_SUFFIXES,
+    suffixes: Sequence[str] = LINTED_SUFFIXES,
     root: Path | None = None,
 ) -> Iterator[tuple[str, str | None]]:
     """Yield ``(path, error)`` for every file to lint; ``error`` names a path that does not exist.

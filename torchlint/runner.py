@@ -6,8 +6,9 @@ import difflib
 import fnmatch
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
-from torchlint.engine import Finding, FixError, SourceError, fix_source, lint_source
+from torchlint.engine import Finding, FixError, SourceError, fix_source, lint_source, with_fix_edits
 from torchlint.files import ReadError, read_source, write_atomic
 from torchlint.rule import Rule
 from torchlint.settings import Settings
@@ -21,13 +22,38 @@ class FileReport:
     fixed: int = 0
     diff: str = ""
     source: str | None = None
+    cells: dict[int, str] | None = None  # notebooks: each linted cell's source, by 1-based cell number
+
+
+NOTEBOOK_SUFFIX = ".ipynb"
+
+
+def is_notebook(path: str) -> bool:
+    return path.endswith(NOTEBOOK_SUFFIX)
+
+
+def _match_candidates(path: str, project_root: str | None) -> set[str]:
+    """``path`` as given and relative to the project root, in posix form."""
+    normalized = path.replace("\\", "/")
+    while normalized.startswith("./"):
+        normalized = normalized[2:]
+    candidates = {path, normalized}
+    if project_root is not None:
+        try:
+            candidates.add(Path(path).absolute().relative_to(project_root).as_posix())
+        except ValueError:
+            pass
+    return candidates
 
 
 def rules_for_path(path: str, rules: Sequence[type[Rule]], settings: Settings) -> list[type[Rule]]:
     ignored: set[str] = set()
-    normalized = path.replace("\\", "/").lstrip("./") if not path.startswith("../") else path
+    candidates = _match_candidates(path, settings.project_root)
+    basename = path.replace("\\", "/").rsplit("/", 1)[-1]
     for pattern, codes in settings.per_file_ignores:
-        if fnmatch.fnmatchcase(normalized, pattern) or fnmatch.fnmatchcase(path, pattern):
+        if any(fnmatch.fnmatchcase(candidate, pattern) for candidate in candidates) or (
+            "/" not in pattern and fnmatch.fnmatchcase(basename, pattern)
+        ):
             ignored.update(codes)
     if not ignored:
         return list(rules)
@@ -41,6 +67,10 @@ def _error_text(error: Exception) -> str:
 
 
 def check_file(path: str, rules: Sequence[type[Rule]], settings: Settings) -> FileReport:
+    if is_notebook(path):
+        from torchlint.notebook import check_notebook
+
+        return check_notebook(path, rules, settings)
     report = FileReport(path)
     try:
         source = read_source(path)
@@ -48,7 +78,7 @@ def check_file(path: str, rules: Sequence[type[Rule]], settings: Settings) -> Fi
     except (ReadError, SourceError) as error:
         report.error = _error_text(error)
         return report
-    report.findings = result.findings
+    report.findings = with_fix_edits(result, source.text) if settings.fix_edits else result.findings
     report.source = source.text
     return report
 
@@ -57,6 +87,10 @@ def fix_file(
     path: str, rules: Sequence[type[Rule]], settings: Settings, *, write: bool, unsafe: bool | None = None
 ) -> FileReport:
     """Fix one file; with ``write`` False only compute the diff."""
+    if is_notebook(path):
+        from torchlint.notebook import fix_notebook
+
+        return fix_notebook(path, rules, settings, write=write, unsafe=unsafe)
     report = FileReport(path)
     try:
         source = read_source(path)

@@ -31,6 +31,10 @@ class Settings:
     unsafe_fixes: bool = False
     respect_gitignore: bool = True
     extra: dict[str, object] = field(default_factory=dict, compare=False)
+    # Where relative paths in exclude and per-file-ignores start: the config file's directory.
+    project_root: str | None = None
+    # Compute each finding's fix as text edits (for the json and full output formats, and editors).
+    fix_edits: bool = False
 
     @property
     def rule_options(self) -> RuleOptions:

@@ -21,6 +21,7 @@ import libcst as cst
 
 from torchlint.analysis import torch_api as api
 from torchlint.analysis.names import ImportTable, dotted_name
+from torchlint.analysis.walk import TRIVIA_TYPES, walk
 from torchlint.analysis.scopes import (
     DISABLED,
     ENABLED,
@@ -32,6 +33,7 @@ from torchlint.analysis.scopes import (
     Scope,
 )
 from torchlint.analysis.values import (
+    ASSUMED_TAGS,
     NUMBER,
     UNKNOWN,
     Kind,
@@ -45,6 +47,10 @@ if TYPE_CHECKING:
 
 _BRANCH_STATEMENTS = (cst.If, cst.For, cst.While, cst.Try, cst.TryStar)
 _COMPREHENSIONS = (cst.ListComp, cst.SetComp, cst.DictComp, cst.GeneratorExp)
+
+
+# Node types with ``_enter_<Type>_<field>`` / ``_leave_<Type>_<field>`` handlers below.
+_ATTRIBUTE_HANDLER_TYPES: frozenset[type] = frozenset()  # filled in after the class
 
 
 class _GradReadCollector(cst.CSTVisitor):
@@ -106,6 +112,8 @@ class Analyzer(cst.CSTVisitor):
         self._visitors: dict[str, list[Callable[[cst.CSTNode], object]]] = {}
         self._leavers: dict[str, list[Callable[[cst.CSTNode], object]]] = {}
         self._finalizers: list[Callable[[], None]] = []
+        self._dispatch: dict[object, object] = {}
+        self._skip_trivia: bool | None = None
 
     # ------------------------------------------------------------------ rules
     def attach(self, rules: Iterable[Rule]) -> None:
@@ -122,9 +130,9 @@ class Analyzer(cst.CSTVisitor):
         if self._grad_reads_enabled:
             collector = _GradReadCollector()
             for statement in self.module.body:
-                statement.visit(collector)
+                self._walk(statement, collector)
             self._grad_reads[0] = collector.names
-        self.module.visit(self)
+        self._walk(self.module)
         for finish in self._finalizers:
             finish()
 
@@ -173,6 +181,13 @@ class Analyzer(cst.CSTVisitor):
 
     def is_grad_mode_context(self, node: cst.BaseExpression) -> bool:
         return self._mode_of_context(node) is not None
+
+    def resolve_function(self, func: cst.BaseExpression) -> FunctionInfo | None:
+        """The function defined in this file that calling ``func`` at the current point runs:
+        ``helper`` (a function in scope), ``self.method`` / ``obj.method`` (a method of a class
+        defined here), ``Cls`` (its ``__init__``); None when its body is not in this file.
+        Its body is analysed later, so ask about it from a ``when=`` condition or ``finish``."""
+        return self._resolve_callee(func)
 
     # ---------------------------------------------------------- value rules
     def _value_Name(self, node: cst.Name) -> Value:
@@ -306,6 +321,10 @@ class Analyzer(cst.CSTVisitor):
             return Value(Kind.COLLECTION, node, element=Value(Kind.LEAF, node, tags=frozenset({"parameter"})))
         if method in api.NAMED_PARAMETER_ITERATORS:
             return Value(Kind.COLLECTION, node, element=UNKNOWN, tags=frozenset({"named-parameters"}))
+        if receiver.kind in (Kind.MODULE, Kind.OBJECT):
+            submodule = self._value_Attribute(func)
+            if submodule.kind is Kind.MODULE:  # `self.lin(x)`: calling a submodule, not a method
+                return self._value_of_module_call(node, submodule)
         if receiver.kind is Kind.MODULE:
             if method in api.MODULE_SELF_METHODS:
                 return receiver
@@ -352,7 +371,9 @@ class Analyzer(cst.CSTVisitor):
         if any(value.requires_grad for value in inputs):
             if self.grad_mode.statically_disabled:
                 return Value(Kind.PLAIN, node, tags=frozenset({"detached"}))
-            return Value(Kind.NONLEAF, node)
+            # "assumed": it requires grad only if the assumed leaves it comes from really do.
+            assumed = all(ASSUMED_TAGS & value.tags for value in inputs if value.requires_grad)
+            return Value(Kind.NONLEAF, node, tags=frozenset({"assumed"} if assumed else ()))
         if inputs and all(value.kind in (Kind.PLAIN, Kind.NUMBER) for value in inputs):
             if all(value.kind is Kind.NUMBER for value in inputs):
                 return NUMBER
@@ -361,31 +382,58 @@ class Analyzer(cst.CSTVisitor):
         return UNKNOWN
 
     # ------------------------------------------------------------ dispatch
+    # Handlers are looked up once per node type (or type and field), not per node.
+    def _node_handlers(self, cls: type) -> tuple[Callable | None, Sequence[Callable], Sequence[Callable], Callable | None]:
+        handlers = self._dispatch.get(cls)
+        if handlers is None:
+            name = cls.__name__
+            handlers = self._dispatch[cls] = (
+                getattr(self, f"_enter_{name}", None),
+                tuple(self._visitors.get(name, ())),
+                tuple(self._leavers.get(name, ())),
+                getattr(self, f"_leave_{name}", None),
+            )
+        return handlers
+
     def on_visit(self, node: cst.CSTNode) -> bool:
-        name = type(node).__name__
-        enter = getattr(self, f"_enter_{name}", None)
+        enter, hooks, _, _ = self._node_handlers(type(node))
         descend = enter(node) if enter is not None else True
-        for hook in self._visitors.get(name, ()):
+        for hook in hooks:
             hook(node)
         return descend is not False
 
     def on_leave(self, original_node: cst.CSTNode) -> None:
-        name = type(original_node).__name__
-        for hook in self._leavers.get(name, ()):
+        _, _, hooks, leave = self._node_handlers(type(original_node))
+        for hook in hooks:
             hook(original_node)
-        leave = getattr(self, f"_leave_{name}", None)
         if leave is not None:
             leave(original_node)
 
+    def _attribute_handler(self, prefix: str, cls: type, attribute: str) -> Callable | None:
+        key = (prefix, cls, attribute)
+        if key not in self._dispatch:
+            self._dispatch[key] = getattr(self, f"{prefix}{cls.__name__}_{attribute}", None)
+        return self._dispatch[key]
+
     def on_visit_attribute(self, node: cst.CSTNode, attribute: str) -> None:
-        handler = getattr(self, f"_enter_{type(node).__name__}_{attribute}", None)
+        handler = self._attribute_handler("_enter_", type(node), attribute)
         if handler is not None:
             handler(node)
 
     def on_leave_attribute(self, original_node: cst.CSTNode, attribute: str) -> None:
-        handler = getattr(self, f"_leave_{type(original_node).__name__}_{attribute}", None)
+        handler = self._attribute_handler("_leave_", type(original_node), attribute)
         if handler is not None:
             handler(original_node)
+
+    def _walk(self, node: cst.CSTNode, visitor: cst.CSTVisitor | None = None) -> None:
+        """``node.visit(visitor or self)``, faster (see ``walk.py``)."""
+        if visitor is not None:
+            # The grad-read collector has no attribute callbacks and ignores trivia.
+            walk(node, visitor, skip_trivia=True, attribute_types=frozenset())
+            return
+        if self._skip_trivia is None:
+            self._skip_trivia = not any(self._node_handlers(cls) != (None, (), (), None) for cls in TRIVIA_TYPES)
+        walk(node, self, skip_trivia=self._skip_trivia, attribute_types=_ATTRIBUTE_HANDLER_TYPES)
 
     # ------------------------------------------------------------ blocks
     def _enter_Module(self, node: cst.Module) -> None:
@@ -770,11 +818,11 @@ class Analyzer(cst.CSTVisitor):
         grad_reads: set[str] = set()
         if self._grad_reads_enabled:
             collector = _GradReadCollector()
-            info.node.body.visit(collector)
+            self._walk(info.node.body, collector)
             grad_reads = collector.names
         self._grad_reads.append(grad_reads)
         self._bind_parameters(info, grad_reads)
-        info.node.body.visit(self)
+        self._walk(info.node.body)
         self._run_deferred(scope)
         self._grad_reads.pop()
         self.scope, self.statement, self.loops = outer_scope, outer_statement, outer_loops
@@ -829,6 +877,13 @@ class Analyzer(cst.CSTVisitor):
                 return receiver.cls.method(func.attr.value)
             return None
         return None
+
+
+_ATTRIBUTE_HANDLER_TYPES = frozenset(
+    getattr(cst, parts[2])
+    for parts in (name.split("_", 3) for name in dir(Analyzer) if name.startswith(("_enter_", "_leave_")))
+    if len(parts) == 4 and isinstance(getattr(cst, parts[2], None), type)
+)
 
 
 def _pair(first: Value, second: Value) -> Value:

@@ -31,6 +31,8 @@ class Kind(enum.Enum):
 
 
 TENSOR_KINDS = frozenset({Kind.LEAF, Kind.NONLEAF, Kind.PLAIN})
+# Tags of values that require grad only by assumption (see ``Value.tags``).
+ASSUMED_TAGS = frozenset({"assumed-leaf", "assumed"})
 GRAD_KINDS = frozenset({Kind.LEAF, Kind.NONLEAF})
 
 
@@ -49,7 +51,9 @@ class Value:
     # Provenance facts rules may ask about, e.g. "grad" (a .grad tensor),
     # "data" (a .data view), "detached" (lost its graph: .item(), .detach(), no_grad),
     # "rebound-leaf" (a leaf rebound to a value derived from itself),
-    # "device-dependent" (leaf on CPU, non-leaf on GPU), "retains-grad".
+    # "device-dependent" (leaf on CPU, non-leaf on GPU), "retains-grad",
+    # "assumed-leaf" (a name only guessed to be a trainable leaf because its .grad is read),
+    # "assumed" (a non-leaf computed only from assumed leaves: it may not require grad at all).
     tags: frozenset[str] = field(default_factory=frozenset)
 
     @property

@@ -4,6 +4,7 @@ character offsets measured in the negotiated encoding's code units."""
 
 from __future__ import annotations
 
+import bisect
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -47,22 +48,8 @@ class Edit:
 
 def point_at(starts: list[int], offset: int) -> Point:
     """The point of a string offset, given the string's ``line_starts``."""
-    low, high = 0, len(starts) - 1
-    while low < high:  # last line whose start <= offset
-        middle = (low + high + 1) // 2
-        if starts[middle] <= offset:
-            low = middle
-        else:
-            high = middle - 1
-    return Point(low, offset - starts[low])
-
-
-def newline_offset(text: str, line: int, col: int) -> int:
-    """Offset of a 1-based (line, col) counted the way the engine's ``fix_edit`` counts: lines end at ``\\n``."""
-    start = 0
-    for _ in range(line - 1):
-        start = text.index("\n", start) + 1
-    return start + col - 1
+    line = bisect.bisect_right(starts, offset) - 1
+    return Point(line, offset - starts[line])
 
 
 def minimal_edit(old: str, new: str) -> Edit | None:
@@ -85,18 +72,6 @@ def minimal_edit(old: str, new: str) -> Edit | None:
         end_new += 1
     starts = line_starts(old)
     return Edit(point_at(starts, start), point_at(starts, end_old), new[start:end_new])
-
-
-def apply_edits(text: str, edits: list[Edit]) -> str:
-    """Apply non-overlapping edits (all positioned against ``text``)."""
-    starts = line_starts(text)
-
-    def offset(point: Point) -> int:
-        return starts[point.line] + point.char
-
-    for edit in sorted(edits, key=lambda e: (e.start.line, e.start.char), reverse=True):
-        text = text[: offset(edit.start)] + edit.text + text[offset(edit.end) :]
-    return text
 
 
 def to_units(line_text: str, char: int, units: UnitCounter = utf16_units) -> int:

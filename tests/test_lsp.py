@@ -1,0 +1,494 @@
+"""The language server, driven as a subprocess over stdio by a real LSP client (pytest-lsp).
+
+One server serves the whole module (starting one costs ~1-2 s); every test uses
+its own documents, and the configuration tests their own project directory.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from functools import partial
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+pytest_lsp = pytest.importorskip("pytest_lsp")
+from lsprotocol import types  # noqa: E402
+from pygls.protocol import default_converter  # noqa: E402
+from pytest_lsp import ClientServerConfig, LanguageClient, client_capabilities  # noqa: E402
+from pytest_lsp.client import DEFAULT_CLIENT_FEATURES, register_lsp_features  # noqa: E402
+
+lsp = pytest.mark.asyncio(loop_scope="module")  # every server test shares the module's server
+
+MISTAKE = "import torch\n\nw = torch.randn(3, requires_grad=True)\nlr = 0.1\nw -= lr * w.grad\n"
+TIMEOUT = 10.0
+
+
+@pytest.fixture(scope="module")
+def workspace(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("workspace")
+
+
+def make_client() -> LanguageClient:
+    """pytest-lsp's client, also keeping every publishDiagnostics (with its document version)."""
+    client = LanguageClient(converter_factory=default_converter)
+    client.published = []  # type: ignore[attr-defined]
+
+    def record(client: LanguageClient, params: types.PublishDiagnosticsParams) -> None:
+        client.published.append(params)  # type: ignore[attr-defined]
+        client.diagnostics[params.uri] = params.diagnostics
+
+    register_lsp_features(client, {**DEFAULT_CLIENT_FEATURES, types.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS: record})
+    return client
+
+
+@pytest_lsp.fixture(
+    scope="module",
+    config=ClientServerConfig(server_command=[sys.executable, "-m", "torchlint", "server"], client_factory=make_client),
+)
+async def client(lsp_client: LanguageClient, workspace: Path):
+    registrations: list[types.Registration] = []
+    lsp_client.feature(types.CLIENT_REGISTER_CAPABILITY)(lambda params: registrations.extend(params.registrations))
+    lsp_client.registrations = registrations  # type: ignore[attr-defined]
+    capabilities = client_capabilities("visual-studio-code")
+    capabilities.notebook_document = types.NotebookDocumentClientCapabilities(
+        synchronization=types.NotebookDocumentSyncClientCapabilities()
+    )
+    result = await lsp_client.initialize_session(
+        types.InitializeParams(
+            capabilities=capabilities,
+            root_uri=workspace.as_uri(),
+            workspace_folders=[types.WorkspaceFolder(uri=workspace.as_uri(), name="workspace")],
+        )
+    )
+    assert result.capabilities.notebook_document_sync is not None
+    yield
+    await lsp_client.shutdown_session()
+
+
+# ---------------------------------------------------------------- helpers
+async def next_diagnostics(client: LanguageClient, uri: str) -> list[types.Diagnostic]:
+    """Wait for the next diagnostics published for ``uri`` (call ``forget`` before triggering them)."""
+    deadline = time.monotonic() + TIMEOUT
+    while uri not in client.diagnostics:
+        if time.monotonic() > deadline:
+            raise AssertionError(f"no diagnostics published for {uri}")
+        await asyncio.sleep(0.01)
+    return list(client.diagnostics[uri])
+
+
+def forget(client: LanguageClient, *uris: str) -> None:
+    for uri in uris:
+        client.diagnostics.pop(uri, None)
+
+
+async def open_file(client: LanguageClient, path: Path, text: str) -> list[types.Diagnostic]:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+    uri = path.as_uri()
+    forget(client, uri)
+    client.text_document_did_open(
+        types.DidOpenTextDocumentParams(types.TextDocumentItem(uri, "python", 1, text))
+    )
+    return await next_diagnostics(client, uri)
+
+
+async def change_file(client: LanguageClient, uri: str, version: int, text: str) -> list[types.Diagnostic]:
+    forget(client, uri)
+    client.text_document_did_change(
+        types.DidChangeTextDocumentParams(
+            types.VersionedTextDocumentIdentifier(version=version, uri=uri),
+            [types.TextDocumentContentChangeWholeDocument(text=text)],
+        )
+    )
+    return await next_diagnostics(client, uri)
+
+
+async def actions_for(
+    client: LanguageClient, uri: str, where: types.Range, only: list[str] | None = None
+) -> list[types.CodeAction]:
+    result = await client.text_document_code_action_async(
+        types.CodeActionParams(
+            text_document=types.TextDocumentIdentifier(uri),
+            range=where,
+            context=types.CodeActionContext(diagnostics=[], only=only),
+        )
+    )
+    return [action for action in result or [] if isinstance(action, types.CodeAction)]
+
+
+def action_titled(actions: list[types.CodeAction], prefix: str) -> types.CodeAction:
+    found = [action for action in actions if action.title.startswith(prefix)]
+    assert len(found) == 1, [action.title for action in actions]
+    return found[0]
+
+
+def apply(text: str, edits: list[types.TextEdit]) -> str:
+    """Apply LSP edits the way a client does: positions are in UTF-16 code units."""
+
+    def offset(position: types.Position) -> int:
+        lines = text.splitlines(keepends=True)
+        start = sum(len(line) for line in lines[: position.line])
+        line = lines[position.line] if position.line < len(lines) else ""
+        units, chars = 0, 0
+        while units < position.character and chars < len(line):
+            units += len(line[chars].encode("utf-16-le")) // 2
+            chars += 1
+        return start + chars
+
+    for edit in sorted(edits, key=lambda e: (e.range.start.line, e.range.start.character), reverse=True):
+        text = text[:offset(edit.range.start)] + edit.new_text + text[offset(edit.range.end):]
+    return text
+
+
+async def edits_of(client: LanguageClient, action: types.CodeAction, uri: str) -> list[types.TextEdit]:
+    """The action's edits of ``uri`` (its only document), resolved the way an editor does it."""
+    assert action.edit is None and action.data is not None  # computed only when picked
+    action = await client.code_action_resolve_async(action)
+    assert action.edit is not None and action.edit.changes is not None
+    assert set(action.edit.changes) == {uri}
+    return list(action.edit.changes[uri])
+
+
+def whole_line(line: int) -> types.Range:
+    return types.Range(types.Position(line, 0), types.Position(line, 1000))
+
+
+# ---------------------------------------------------------------- text documents
+@lsp
+async def test_diagnostic_quick_fix_then_clean(client: LanguageClient, workspace: Path):
+    path = workspace / "step.py"
+    (diagnostic,) = await open_file(client, path, MISTAKE)
+    assert diagnostic.code == "TL002"
+    assert diagnostic.source == "torchlint"
+    assert diagnostic.severity == types.DiagnosticSeverity.Warning
+    assert diagnostic.range == types.Range(types.Position(4, 0), types.Position(4, 16))
+    assert diagnostic.code_description is not None
+    assert diagnostic.code_description.href.endswith("/rules/TL002-leaf-inplace.md")
+
+    actions = await actions_for(client, path.as_uri(), diagnostic.range)
+    fix = action_titled(actions, "Fix TL002: ")
+    assert fix.kind == types.CodeActionKind.QuickFix and fix.is_preferred
+    assert "(unsafe)" not in fix.title
+    assert fix.diagnostics and fix.diagnostics[0].code == "TL002"
+    fixed = apply(MISTAKE, await edits_of(client, fix, path.as_uri()))
+    assert fixed.splitlines()[4] == "w.data.sub_(lr * w.grad)"
+
+    assert await change_file(client, path.as_uri(), 2, fixed) == []
+    stale = await client.code_action_resolve_async(fix)  # offered for a text that is gone
+    assert stale.edit is None
+
+
+@lsp
+async def test_positions_are_utf16_code_units(client: LanguageClient, workspace: Path):
+    # "é" is one UTF-16 unit, each emoji two: the finding starts at character 13, not 11.
+    prefix = 's = "é😀😀"; '
+    text = f"import torch\nw = torch.randn(3, requires_grad=True)\n{prefix}w = w - 0.1 * w.grad\n"
+    path = workspace / "a folder" / "ünïcode.py"  # the uri has percent-escapes
+    (diagnostic,) = await open_file(client, path, text)
+    assert diagnostic.code == "TL001"
+    start = len(prefix.encode("utf-16-le")) // 2
+    assert (diagnostic.range.start.line, diagnostic.range.start.character) == (2, start) == (2, 13)
+    assert diagnostic.range.end.character == start + len("w = w - 0.1 * w.grad")
+
+    actions = await actions_for(client, path.as_uri(), diagnostic.range)
+    fixed = apply(text, await edits_of(client, action_titled(actions, "Fix TL001"), path.as_uri()))
+    assert fixed.splitlines()[2] == f"{prefix}w.data.sub_(0.1 * w.grad)"
+    noqa = apply(text, await edits_of(client, action_titled(actions, "Disable TL001"), path.as_uri()))
+    assert noqa.splitlines()[2] == f"{prefix}w = w - 0.1 * w.grad  # noqa: TL001"
+
+
+@lsp
+async def test_hover_explains_the_rule(client: LanguageClient, workspace: Path):
+    path = workspace / "hover.py"
+    (diagnostic,) = await open_file(client, path, MISTAKE)
+    result = await client.text_document_hover_async(
+        types.HoverParams(types.TextDocumentIdentifier(path.as_uri()), types.Position(4, 5))
+    )
+    assert result is not None and isinstance(result.contents, types.MarkupContent)
+    assert result.contents.kind == types.MarkupKind.Markdown
+    text = result.contents.value
+    assert text.startswith("**TL002** (leaf-inplace)")
+    assert "#### What it does" in text and "#### Why is this bad?" in text
+    assert "TL002-leaf-inplace.md" in text
+    assert result.range == diagnostic.range
+
+    nothing = await client.text_document_hover_async(
+        types.HoverParams(types.TextDocumentIdentifier(path.as_uri()), types.Position(0, 3))
+    )
+    assert nothing is None
+
+
+@lsp
+async def test_fix_all_applies_every_safe_fix(client: LanguageClient, workspace: Path):
+    text = (
+        "import torch\n\n"
+        "w = torch.randn(3, requires_grad=True)\n"
+        "b = torch.zeros(3, requires_grad=True)\n"
+        "w -= 0.1 * w.grad\n"
+        "b = b - 0.1 * b.grad\n"
+    )
+    path = workspace / "fix_all.py"
+    diagnostics = await open_file(client, path, text)
+    assert sorted(d.code for d in diagnostics) == ["TL001", "TL002"]
+
+    actions = await actions_for(client, path.as_uri(), whole_line(0), only=[types.CodeActionKind.SourceFixAll])
+    (fix_all,) = actions
+    assert fix_all.title == "Fix all torchlint findings"
+    assert fix_all.kind == "source.fixAll.torchlint"
+    fixed = apply(text, await edits_of(client, fix_all, path.as_uri()))
+    assert fixed.splitlines()[-2:] == ["w.data.sub_(0.1 * w.grad)", "b.data.sub_(0.1 * b.grad)"]
+    assert await change_file(client, path.as_uri(), 2, fixed) == []
+
+    # Asked for quick fixes only, the server does not offer source actions.
+    quick = await actions_for(client, path.as_uri(), whole_line(0), only=[types.CodeActionKind.QuickFix])
+    assert quick == []
+
+
+@lsp
+async def test_noqa_action_adds_and_merges(client: LanguageClient, workspace: Path):
+    path = workspace / "noqa.py"
+    text = MISTAKE.replace("w -= lr * w.grad\n", "w -= lr * w.grad  # noqa: E501\n")
+    (diagnostic,) = await open_file(client, path, text)
+    actions = await actions_for(client, path.as_uri(), diagnostic.range)
+    disable = action_titled(actions, "Disable TL002 for this line")
+    silenced = apply(text, await edits_of(client, disable, path.as_uri()))
+    assert silenced.splitlines()[4] == "w -= lr * w.grad  # noqa: E501, TL002"
+    assert await change_file(client, path.as_uri(), 2, silenced) == []
+
+    plain = await change_file(client, path.as_uri(), 3, MISTAKE)
+    actions = await actions_for(client, path.as_uri(), plain[0].range)
+    silenced = apply(MISTAKE, await edits_of(client, action_titled(actions, "Disable TL002"), path.as_uri()))
+    assert silenced.splitlines()[4] == "w -= lr * w.grad  # noqa: TL002"
+    assert await change_file(client, path.as_uri(), 4, silenced) == []
+
+
+@lsp
+async def test_bad_input_gets_one_diagnostic_and_the_server_keeps_serving(client: LanguageClient, workspace: Path):
+    path = workspace / "broken.py"
+    broken = "import torch\nw = torch.randn(3, requires_grad=True)\ndef f(:\n    pass\n"
+    (diagnostic,) = await open_file(client, path, broken)
+    assert diagnostic.severity == types.DiagnosticSeverity.Error
+    assert diagnostic.source == "torchlint" and "syntax error" in diagnostic.message
+    assert diagnostic.range.start.line == 2
+    assert await actions_for(client, path.as_uri(), whole_line(2)) == []
+    hover = await client.text_document_hover_async(
+        types.HoverParams(types.TextDocumentIdentifier(path.as_uri()), types.Position(2, 4))
+    )
+    assert hover is None
+
+    for version, garbage in enumerate(["\0\0\0", "(" * 400 + "\n", "x = '\ud800'\n", ""], start=2):
+        await change_file(client, path.as_uri(), version, garbage)
+    (finding,) = await change_file(client, path.as_uri(), 10, MISTAKE)
+    assert finding.code == "TL002"
+
+
+@lsp
+async def test_changes_are_debounced(client: LanguageClient, workspace: Path):
+    path = workspace / "typing.py"
+    await open_file(client, path, MISTAKE)
+    uri = path.as_uri()
+    forget(client, uri)
+    before = len(client.published)  # type: ignore[attr-defined]
+    started = time.monotonic()
+    # Type a comment above the mistake one key at a time: only the final text is linted.
+    for version, typed in enumerate(["#", "# a", "# ab", "# abc\n"], start=2):
+        client.text_document_did_change(
+            types.DidChangeTextDocumentParams(
+                types.VersionedTextDocumentIdentifier(version=version, uri=uri),
+                [types.TextDocumentContentChangeWholeDocument(text=typed + MISTAKE)],
+            )
+        )
+    (diagnostic,) = await next_diagnostics(client, uri)
+    assert time.monotonic() - started >= 0.3
+    (published,) = [p for p in client.published[before:] if p.uri == uri]  # type: ignore[attr-defined]
+    assert published.version == 5
+    assert diagnostic.range.start.line == 5  # positioned in the final text
+
+    forget(client, uri)
+    client.text_document_did_save(types.DidSaveTextDocumentParams(types.TextDocumentIdentifier(uri)))
+    assert [d.code for d in await next_diagnostics(client, uri)] == ["TL002"]
+
+
+# ---------------------------------------------------------------- notebooks
+def change_cell(client: LanguageClient, notebook_uri: str, version: int, cell_uri: str, text: str) -> None:
+    client.notebook_document_did_change(
+        types.DidChangeNotebookDocumentParams(
+            notebook_document=types.VersionedNotebookDocumentIdentifier(version=version, uri=notebook_uri),
+            change=types.NotebookDocumentChangeEvent(
+                cells=types.NotebookDocumentCellChanges(
+                    text_content=[
+                        types.NotebookDocumentCellContentChanges(
+                            document=types.VersionedTextDocumentIdentifier(version=version, uri=cell_uri),
+                            changes=[types.TextDocumentContentChangeWholeDocument(text=text)],
+                        )
+                    ]
+                )
+            ),
+        )
+    )
+
+
+@lsp
+async def test_notebook_cells_are_one_program(client: LanguageClient, workspace: Path):
+    notebook_uri = (workspace / "train.ipynb").as_uri()
+    cells = {
+        "setup": "import torch\nw = torch.randn(3, requires_grad=True)",  # no final newline
+        "notes": "# Training\nw -= 1",  # a markdown cell: never linted
+        "step": "%time x = 1\n!pip list\nfor _ in range(3):\n    w -= 0.1 * w.grad\n",
+    }
+    cell_uris = {name: f"{notebook_uri}#{name}" for name in cells}
+    kinds = {name: types.NotebookCellKind.Code for name in cells} | {"notes": types.NotebookCellKind.Markup}
+    forget(client, *cell_uris.values())
+    client.notebook_document_did_open(
+        types.DidOpenNotebookDocumentParams(
+            notebook_document=types.NotebookDocument(
+                uri=notebook_uri,
+                notebook_type="jupyter-notebook",
+                version=1,
+                cells=[types.NotebookCell(kind=kinds[name], document=cell_uris[name]) for name in cells],
+            ),
+            cell_text_documents=[
+                types.TextDocumentItem(cell_uris[name], "markdown" if name == "notes" else "python", 1, text)
+                for name, text in cells.items()
+            ],
+        )
+    )
+    (diagnostic,) = await next_diagnostics(client, cell_uris["step"])
+    assert await next_diagnostics(client, cell_uris["setup"]) == []
+    assert cell_uris["notes"] not in client.diagnostics
+    assert diagnostic.code == "TL002"
+    assert diagnostic.range == types.Range(types.Position(3, 4), types.Position(3, 21))
+
+    actions = await actions_for(client, cell_uris["step"], diagnostic.range)
+    fixed = apply(cells["step"], await edits_of(client, action_titled(actions, "Fix TL002"), cell_uris["step"]))
+    assert fixed == "%time x = 1\n!pip list\nfor _ in range(3):\n    w.data.sub_(0.1 * w.grad)\n"
+    (fix_all,) = await actions_for(client, cell_uris["step"], whole_line(0), only=["source.fixAll"])
+    assert apply(cells["step"], await edits_of(client, fix_all, cell_uris["step"])) == fixed
+    silenced = apply(cells["step"], await edits_of(client, action_titled(actions, "Disable TL002"), cell_uris["step"]))
+    assert silenced.splitlines()[3] == "    w -= 0.1 * w.grad  # noqa: TL002"
+
+    forget(client, *cell_uris.values())
+    change_cell(client, notebook_uri, 2, cell_uris["step"], fixed)
+    assert await next_diagnostics(client, cell_uris["step"]) == []
+
+    # A syntax error is reported in the cell that has it, at its line.
+    forget(client, *cell_uris.values())
+    change_cell(client, notebook_uri, 3, cell_uris["setup"], "import torch\nw = torch.randn(3, requires_grad=True\n")
+    (error,) = await next_diagnostics(client, cell_uris["setup"])
+    assert error.severity == types.DiagnosticSeverity.Error and error.range.start.line == 1
+    assert await next_diagnostics(client, cell_uris["step"]) == []
+
+    forget(client, *cell_uris.values())
+    client.notebook_document_did_close(
+        types.DidCloseNotebookDocumentParams(
+            notebook_document=types.NotebookDocumentIdentifier(notebook_uri),
+            cell_text_documents=[types.TextDocumentIdentifier(cell_uris[name]) for name in cells],
+        )
+    )
+    assert await next_diagnostics(client, cell_uris["setup"]) == []
+
+
+# ---------------------------------------------------------------- configuration
+@lsp
+async def test_pyproject_config_is_used_and_reloaded(client: LanguageClient, workspace: Path):
+    # The client said it can watch files, so the server asked it to watch pyproject.toml files.
+    (watch,) = client.registrations  # type: ignore[attr-defined]
+    assert watch.method == types.WORKSPACE_DID_CHANGE_WATCHED_FILES
+    project = workspace / "project"
+    config = project / "pyproject.toml"
+    project.mkdir()
+    config.write_text('[tool.torchlint]\nignore = ["TL002"]\nextend-exclude = ["generated"]\n')
+    path = project / "src" / "train.py"
+    assert await open_file(client, path, MISTAKE) == []
+    assert await open_file(client, project / "generated" / "model.py", MISTAKE.replace("-=", "= w -")) == []
+
+    config.write_text('[tool.torchlint]\nignore = []\n')
+    forget(client, path.as_uri())
+    client.workspace_did_change_watched_files(
+        types.DidChangeWatchedFilesParams([types.FileEvent(config.as_uri(), types.FileChangeType.Changed)])
+    )
+    assert [d.code for d in await next_diagnostics(client, path.as_uri())] == ["TL002"]
+
+    # An invalid configuration is reported and the defaults are used meanwhile.
+    config.write_text('[tool.torchlint]\nselct = ["TL001"]\n')
+    forget(client, path.as_uri())
+    client.text_document_did_save(types.DidSaveTextDocumentParams(types.TextDocumentIdentifier(config.as_uri())))
+    assert [d.code for d in await next_diagnostics(client, path.as_uri())] == ["TL002"]
+    assert any("selct" in message.message for message in client.messages)
+
+
+# ---------------------------------------------------------------- in-process
+def test_server_without_pygls_explains_how_to_install(monkeypatch: pytest.MonkeyPatch, capsys):
+    from torchlint.cli import main
+
+    monkeypatch.setitem(sys.modules, "pygls", None)  # makes `import pygls` fail
+    assert main(["server"]) == 2
+    assert "pip install 'torchlint[lsp]'" in capsys.readouterr().err
+
+
+def test_unsafe_fixes_are_labelled():
+    from torchlint.engine import fixable
+    from torchlint.lsp.convert import CellTexts, action_edit, code_actions
+    from torchlint.lsp.program import Program, analyse
+    from torchlint.lsp.text import utf16_units
+    from torchlint.rule import FixSafety, RuleOptions
+    from torchlint.settings import Settings, resolve_rules
+
+    rules = resolve_rules(Settings())
+    analysis = analyse(Program.of_file("file:///t.py", MISTAKE), rules, RuleOptions())
+    (finding,) = analysis.findings
+    assert finding.fix is not None
+    unsafe = dataclasses.replace(finding, fix=dataclasses.replace(finding.fix, safety=FixSafety.UNSAFE))
+    analysis.findings = [unsafe]
+    assert not fixable(unsafe, unsafe=False)
+    texts = CellTexts(analysis, utf16_units)
+    eager = partial(action_edit, texts, rules=rules, options=RuleOptions())  # for clients that cannot resolve
+    actions = code_actions(texts, 0, whole_line(4), None, eager)
+    titles = [action.title for action in actions]
+    # No "Fix all": it applies safe fixes only, and the one fix here is unsafe.
+    assert titles == ["Fix TL002: update `w.data` in place (unsafe)", "Disable TL002 for this line"]
+    assert actions[0].is_preferred is False
+    assert all(action.edit is not None and action.data is None for action in actions)
+
+    analysis.findings = [finding]
+    (fix_all,) = code_actions(texts, 0, whole_line(4), ["source"], eager)
+    assert fix_all.title == "Fix all torchlint findings" and fix_all.edit is not None
+
+
+def test_minimal_edit_keeps_crlf_pairs_whole():
+    from torchlint.lsp.text import Point, line_starts, minimal_edit
+
+    old, new = "a = 1\r\nb = 2\r\n", "a = 1\r\nc = 3\r\nb = 2\r\n"
+    edit = minimal_edit(old, new)
+    assert edit is not None
+    starts = line_starts(old)
+    start, end = starts[edit.start.line] + edit.start.char, starts[edit.end.line] + edit.end.char
+    assert old[:start] + edit.text + old[end:] == new
+    # A change right inside a "\r\n" pair is widened to cover the whole pair.
+    split = minimal_edit("a\r\nb", "a\r\r\nb")
+    assert split == type(edit)(Point(0, 1), Point(1, 0), "\r\r\n")
+    assert minimal_edit(old, old) is None
+    assert minimal_edit("x\n", "x\ny\n") == type(edit)(Point(1, 0), Point(1, 0), "y\n")
+
+
+def test_a_crashing_rule_becomes_one_diagnostic():
+    from torchlint.lsp.convert import CellTexts, diagnostics_by_cell
+    from torchlint.lsp.program import Program, analyse
+    from torchlint.lsp.text import utf16_units
+    from torchlint.rule import Rule, RuleOptions
+
+    class Crashing(Rule):
+        code, name, summary = "TL999", "crashing", "always crashes"
+
+        def visit_Name(self, node: object) -> None:
+            raise RuntimeError("boom")
+
+    analysis = analyse(Program.of_file("file:///t.py", MISTAKE), [Crashing], RuleOptions())
+    assert analysis.crash is not None and "RuntimeError: boom" in analysis.crash
+    (diagnostic,) = diagnostics_by_cell(CellTexts(analysis, utf16_units))[0]
+    assert diagnostic.severity == types.DiagnosticSeverity.Error
+    assert "a torchlint bug" in diagnostic.message and "boom" in diagnostic.message

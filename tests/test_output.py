@@ -1,0 +1,262 @@
+"""Output formats: flake8, full, json, sarif, github, and --statistics."""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+
+import pytest
+
+from torchlint.engine import Finding, fix_source
+from torchlint.output import FORMATS, format_statistics, sarif_log, use_colour
+from torchlint.rulebook import page_for
+from torchlint.rules import all_rules, rule_by_code
+from torchlint.runner import FileReport, check_file
+from torchlint.settings import Settings, resolve_rules
+
+BAD = """import torch
+
+w = torch.zeros(3, requires_grad=True)
+b = torch.zeros(1)
+b.require_grad = True
+for step in range(3):
+    loss = (w * 2).sum()
+    loss.backward()
+    w = w - 0.1 * w.grad
+"""
+# Pinned: other rules may also fire on these samples as the catalogue grows.
+RULES = resolve_rules(Settings(select=("TL001", "TL012")))
+WITH_EDITS = Settings(fix_edits=True)
+
+
+def nb_json(*cells: tuple[str, str]) -> str:
+    return json.dumps(
+        {
+            "cells": [
+                {"cell_type": kind, "metadata": {}, "source": source.splitlines(keepends=True),
+                 **({"outputs": [], "execution_count": None} if kind == "code" else {})}
+                for kind, source in cells
+            ],
+            "metadata": {},
+            "nbformat": 4,
+            "nbformat_minor": 5,
+        },
+        indent=1,
+    ) + "\n"
+
+
+@pytest.fixture
+def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "train.py").write_text(BAD)
+    (tmp_path / "nb.ipynb").write_text(
+        nb_json(("markdown", "# Training\n"), ("code", "import torch\nw = torch.zeros(3, requires_grad=True)\n"),
+                ("code", "for step in range(3):\n    (w * 2).sum().backward()\n    w = w - 0.1 * w.grad"))
+    )
+    return tmp_path
+
+
+def render(name: str, reports: list[FileReport]) -> str:
+    out = io.StringIO()
+    FORMATS[name](reports, out)
+    return out.getvalue()
+
+
+def reports(*paths: str, settings: Settings = WITH_EDITS) -> list[FileReport]:
+    return [check_file(path, RULES, settings) for path in paths]
+
+
+def apply_edits(text: str, edits: list[dict]) -> str:
+    lines = text.splitlines(keepends=True)
+    offsets = [0]
+    for line in lines:
+        offsets.append(offsets[-1] + len(line))
+
+    def offset(location: dict) -> int:
+        return offsets[location["row"] - 1] + location["column"] - 1
+
+    for edit in sorted(edits, key=lambda e: offset(e["location"]), reverse=True):
+        text = text[: offset(edit["location"])] + edit["content"] + text[offset(edit["end_location"]):]
+    return text
+
+
+# ---------------------------------------------------------------- flake8
+def test_flake8_format(project: Path) -> None:
+    text = render("flake8", reports("pkg/train.py", "nb.ipynb"))
+    assert text.splitlines() == [
+        "pkg/train.py:5:1: TL012 " + check_file("pkg/train.py", RULES, Settings()).findings[0].message,
+        "pkg/train.py:9:5: TL001 " + check_file("pkg/train.py", RULES, Settings()).findings[1].message,
+        "nb.ipynb:cell 3:3:5: TL001 " + check_file("pkg/train.py", RULES, Settings()).findings[1].message,
+    ]
+
+
+# ---------------------------------------------------------------- json
+def test_json_schema(project: Path) -> None:
+    data = json.loads(render("json", reports("pkg/train.py")))
+    assert [item["code"] for item in data] == ["TL012", "TL001"]
+    typo = data[0]
+    assert set(typo) == {"code", "name", "message", "filename", "cell", "location", "end_location", "fix", "url"}
+    assert typo["name"] == "requires-grad-typo" and typo["filename"] == "pkg/train.py" and typo["cell"] is None
+    assert typo["location"] == {"row": 5, "column": 1} and typo["end_location"] == {"row": 5, "column": 15}
+    assert typo["url"] == page_for("TL012").url
+    assert typo["fix"]["applicability"] == "safe" and typo["fix"]["message"]
+    assert set(typo["fix"]["edits"][0]) == {"content", "location", "end_location"}
+
+
+def test_json_fix_edits_reproduce_the_fix(project: Path) -> None:
+    for item in json.loads(render("json", reports("pkg/train.py"))):
+        fixed = fix_source(BAD, [rule_by_code(item["code"])]).source
+        assert apply_edits(BAD, item["fix"]["edits"]) == fixed
+
+
+def test_json_without_fix_is_null_and_edits_are_only_computed_on_request(project: Path) -> None:
+    finding = Finding("TL999", "made-up", "message", 1, 1, 1, 2)
+    data = json.loads(render("json", [FileReport("x.py", [finding])]))
+    assert data[0]["fix"] is None and data[0]["url"] is None
+    plain = check_file("pkg/train.py", RULES, Settings())
+    assert all(not finding.edits for finding in plain.findings)
+
+
+def test_json_in_notebooks_counts_in_the_cell(project: Path) -> None:
+    [item] = json.loads(render("json", reports("nb.ipynb")))
+    assert item["cell"] == 3 and item["location"] == {"row": 3, "column": 5}
+    cell = "for step in range(3):\n    (w * 2).sum().backward()\n    w = w - 0.1 * w.grad"
+    assert apply_edits(cell, item["fix"]["edits"]).endswith("    w.data.sub_(0.1 * w.grad)")
+
+
+# ---------------------------------------------------------------- sarif
+def assert_valid_for_github(log: dict) -> None:
+    """The parts of SARIF 2.1.0 that GitHub code scanning requires or reads."""
+    assert log["version"] == "2.1.0" and "sarif-2.1.0" in log["$schema"]
+    [run] = log["runs"]
+    driver = run["tool"]["driver"]
+    assert driver["name"] == "torchlint" and driver["version"]
+    ids = [rule["id"] for rule in driver["rules"]]
+    assert len(ids) == len(set(ids))
+    for rule in driver["rules"]:
+        assert rule["shortDescription"]["text"] and rule["name"]
+        assert rule["defaultConfiguration"]["level"] in {"none", "note", "warning", "error"}
+    for result in run["results"]:
+        assert result["ruleId"] in ids and ids[result["ruleIndex"]] == result["ruleId"]
+        assert result["level"] in {"none", "note", "warning", "error"} and result["message"]["text"]
+        for location in result["locations"]:
+            physical = location["physicalLocation"]
+            uri = physical["artifactLocation"]["uri"]
+            assert uri and "\\" not in uri and not uri.startswith("/")
+            region = physical["region"]
+            assert 1 <= region["startLine"] <= region["endLine"] and region["startColumn"] >= 1
+            assert region["endLine"] > region["startLine"] or region["endColumn"] > region["startColumn"]
+    json.dumps(log)
+
+
+def test_sarif_is_valid_for_github_code_scanning(project: Path) -> None:
+    log = json.loads(render("sarif", reports("pkg/train.py", "nb.ipynb")))
+    assert_valid_for_github(log)
+    run = log["runs"][0]
+    assert {rule["id"] for rule in run["tool"]["driver"]["rules"]} == {rule.code for rule in all_rules()}
+    tl001 = next(rule for rule in run["tool"]["driver"]["rules"] if rule["id"] == "TL001")
+    page = page_for("TL001")
+    assert tl001["helpUri"] == page.url and tl001["help"]["markdown"] == page.text
+    assert tl001["fullDescription"]["text"] == page.section("What it does")
+    first = run["results"][0]
+    assert first["locations"][0]["physicalLocation"]["artifactLocation"] == {"uri": "pkg/train.py", "uriBaseId": "%SRCROOT%"}
+    assert first["locations"][0]["physicalLocation"]["region"] == {"startLine": 5, "startColumn": 1, "endLine": 5, "endColumn": 15}
+    notebook = run["results"][-1]
+    assert notebook["properties"] == {"cell": 3} and notebook["message"]["text"].startswith("cell 3: ")
+    assert run["invocations"][0]["executionSuccessful"] is True
+
+
+def test_sarif_reports_files_that_could_not_be_checked(project: Path) -> None:
+    log = sarif_log([FileReport("broken.py", error="3:1: syntax error")])
+    assert_valid_for_github(log)
+    invocation = log["runs"][0]["invocations"][0]
+    assert invocation["executionSuccessful"] is False
+    assert "broken.py" in invocation["toolExecutionNotifications"][0]["message"]["text"]
+
+
+def test_sarif_uris_are_percent_encoded(project: Path) -> None:
+    finding = Finding("TL001", "rebind-update", "m", 1, 1, 1, 2)
+    log = sarif_log([FileReport("dir with space/a#b.py", [finding])])
+    uri = log["runs"][0]["results"][0]["locations"][0]["physicalLocation"]["artifactLocation"]["uri"]
+    assert uri == "dir%20with%20space/a%23b.py"
+
+
+# ---------------------------------------------------------------- github
+def test_github_annotations(project: Path) -> None:
+    lines = render("github", reports("pkg/train.py")).splitlines()
+    assert lines[0].startswith("::error file=pkg/train.py,line=5,col=1,endLine=5,endColumn=15,title=TL012::TL012 ")
+
+
+def test_github_escaping() -> None:
+    finding = Finding("TL001", "rebind-update", "100% sure\nsecond: line, really", 2, 3, 2, 9)
+    [line] = render("github", [FileReport("odd,name:x%.py", [finding])]).splitlines()
+    assert line == (
+        "::error file=odd%2Cname%3Ax%25.py,line=2,col=3,endLine=2,endColumn=9,title=TL001"
+        "::TL001 100%25 sure%0Asecond: line, really"
+    )
+
+
+# ---------------------------------------------------------------- full
+def test_full_shows_the_line_a_caret_and_the_fix(project: Path) -> None:
+    text = render("full", reports("pkg/train.py"))
+    assert "\x1b[" not in text  # not a terminal
+    block = text.split("\n\n")[1].splitlines()
+    assert block[0].startswith("pkg/train.py:9:5: TL001 [*] ")
+    assert block[2] == "9 |     w = w - 0.1 * w.grad"
+    assert block[3] == "  |     " + "^" * len("w = w - 0.1 * w.grad") + " TL001"
+    assert block[5].startswith("  = fix (safe): ")
+    assert block[6:] == ["  - 9 |     w = w - 0.1 * w.grad", "  + 9 |     w.data.sub_(0.1 * w.grad)"]
+
+
+def test_full_in_notebooks_shows_the_cell_source(project: Path) -> None:
+    text = render("full", reports("nb.ipynb"))
+    assert text.splitlines()[0].startswith("nb.ipynb:cell 3:3:5: TL001")
+    assert "3 |     w = w - 0.1 * w.grad" in text and "+ 3 |     w.data.sub_(0.1 * w.grad)" in text
+
+
+def test_full_aligns_the_caret_under_tabs() -> None:
+    finding = Finding("TL001", "rebind-update", "m", 1, 2, 1, 3)
+    text = render("full", [FileReport("t.py", [finding], source="\tx = 1\n")])
+    assert "1 |     x = 1" in text and "  |     ^ TL001" in text
+
+
+class FakeTerminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+@pytest.mark.parametrize(
+    ("stream", "env", "coloured"),
+    [
+        (io.StringIO, {}, False),
+        (FakeTerminal, {}, True),
+        (FakeTerminal, {"NO_COLOR": "1"}, False),
+        (io.StringIO, {"FORCE_COLOR": "1"}, True),
+        (FakeTerminal, {"NO_COLOR": "1", "FORCE_COLOR": "1"}, False),
+    ],
+)
+def test_colour_only_on_a_terminal_and_never_with_no_color(
+    project: Path, monkeypatch: pytest.MonkeyPatch, stream, env: dict, coloured: bool
+) -> None:
+    monkeypatch.delenv("NO_COLOR", raising=False)
+    monkeypatch.delenv("FORCE_COLOR", raising=False)
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    out = stream()
+    assert use_colour(out) is coloured
+    FORMATS["full"](reports("pkg/train.py"), out)
+    assert ("\x1b[" in out.getvalue()) is coloured
+
+
+# ---------------------------------------------------------------- statistics
+def test_statistics(project: Path) -> None:
+    (project / "pkg" / "more.py").write_text(BAD)
+    found = reports("pkg/train.py", "pkg/more.py", "nb.ipynb", settings=Settings())
+    out = io.StringIO()
+    format_statistics(found, out)
+    assert out.getvalue().splitlines() == ["3\tTL001\t[*] rebind-update", "2\tTL012\t[*] requires-grad-typo"]
+    out = io.StringIO()
+    format_statistics(found, out, as_json=True)
+    assert json.loads(out.getvalue())[0] == {"code": "TL001", "name": "rebind-update", "count": 3, "fixable": 3}

@@ -1,0 +1,270 @@
+"""TL004 nonleaf-grad-read: ``y.grad`` of a computed tensor that never called ``retain_grad()``."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import libcst as cst
+
+from torchlint import fixes
+from torchlint.analysis import Kind, Value, dotted_name
+from torchlint.analysis.torch_api import CONVERSION_METHODS
+from torchlint.analysis.values import ASSUMED_TAGS
+from torchlint.rule import Fix, FixSafety, Rule
+from torchlint.rules._graph import backward_call, bindings_in_scope, graph_root_key
+from torchlint.saved_tensors import saved_tensor_table
+
+# Conversions that copy a default (float32) tensor: the result is a non-leaf on any device.
+_DTYPE_COPIES = frozenset({"double", "half", "bfloat16"})
+# Ops that may hand back their input object unchanged (``x.flatten()`` of a 1-d tensor).
+_MAY_RETURN_SELF = CONVERSION_METHODS | {"flatten", "detach", "requires_grad_", "data"}
+# Calls that cannot call ``retain_grad()`` on a tensor passed to them.
+_INERT_BUILTINS = frozenset(
+    {"print", "len", "float", "int", "str", "repr", "format", "isinstance", "type", "id", "round", "abs", "bool"}
+)
+_ARITHMETIC = (cst.Add, cst.Subtract, cst.Multiply, cst.Divide, cst.MatrixMultiply, cst.Power)
+
+
+@dataclass(frozen=True)
+class _Backward:
+    seq: int
+    line: cst.CSTNode | None  # the statement line holding the call
+    roots: frozenset[str]  # names the backward provably goes through
+
+
+@dataclass(frozen=True)
+class _Retain:
+    seq: int
+    scope: object
+
+
+class NonleafGradRead(Rule):
+    code = "TL004"
+    name = "nonleaf-grad-read"
+    summary = "`.grad` read on a non-leaf tensor that does not retain its gradient: always None"
+    fix_safety = FixSafety.UNSAFE
+    tokens = (".grad",)
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+        self._seq = 0  # program order of the events below (functions are analysed one at a time)
+        self._backwards: dict[object, list[_Backward]] = {}
+        self._retains: dict[object, list[_Retain]] = {}  # tensor identity -> retain_grad() calls
+        self._bound_at: dict[int, int] = {}  # id(value expression) -> when it was bound
+        self._escaped: set[object] = set()  # tensors handed to code that might retain them
+        self._stores: set[int] = set()  # ids of `.grad` attributes that are written, not read
+        self._may_retain_elsewhere = "retain_grad" in self.ctx.source
+
+    # ------------------------------------------------------------ events
+    def _next(self) -> int:
+        self._seq += 1
+        return self._seq
+
+    @property
+    def _scope(self) -> object:
+        return self.ctx.function
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        self._bound_at[id(node.value)] = self._next()
+        for target in node.targets:
+            self._stores.add(id(target.target))
+            if isinstance(target.target, (cst.Tuple, cst.List)):
+                self._stores.update(id(element.value) for element in target.target.elements)
+        if self._may_retain_elsewhere and any(isinstance(t.target, cst.Subscript) for t in node.targets):
+            # Stored into a container (`acts[name] = h`): whoever reads it may retain it.
+            values = node.value.elements if isinstance(node.value, (cst.Tuple, cst.List)) else [node.value]
+            for value in values:
+                self._escape(value.value if isinstance(value, cst.BaseElement) else value)
+
+    def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
+        if node.value is not None:
+            self._bound_at[id(node.value)] = self._next()
+        self._stores.add(id(node.target))
+
+    def visit_AugAssign(self, node: cst.AugAssign) -> None:
+        self._bound_at[id(node)] = self._next()
+
+    def visit_Del(self, node: cst.Del) -> None:
+        self._stores.add(id(node.target))
+        if isinstance(node.target, (cst.Tuple, cst.List)):
+            self._stores.update(id(e.value) for e in node.target.elements)
+
+    def visit_Call(self, node: cst.Call) -> None:
+        backward = backward_call(node, self.ctx)
+        if backward is not None:
+            roots = frozenset(key for key in map(graph_root_key, backward.roots) if key is not None)
+            self._backwards.setdefault(self._scope, []).append(_Backward(self._next(), self.ctx.statement, roots))
+            return
+        func = node.func
+        if isinstance(func, cst.Attribute) and func.attr.value == "retain_grad":
+            identity = self._identity(func.value)
+            if identity is not None:
+                self._retains.setdefault(identity, []).append(_Retain(self._next(), self._scope))
+            return
+        if self._may_retain_elsewhere and not self._is_inert(node):
+            for arg in node.args:
+                self._escape(arg.value)
+
+    def _escape(self, expr: cst.BaseExpression) -> None:
+        identity = self._identity(expr)
+        if identity is not None:
+            self._escaped.add(identity)
+
+    def _is_inert(self, call: cst.Call) -> bool:
+        """The callee cannot call ``retain_grad()`` on its arguments: torch, tensor methods, builtins."""
+        func = call.func
+        qualified = self.ctx.qualify(func)
+        if qualified is not None and qualified.split(".")[0] == "torch":
+            return True
+        if isinstance(func, cst.Name) and func.value in _INERT_BUILTINS:
+            return True
+        if isinstance(func, cst.Attribute) and self.ctx.value_of(func.value).is_tensor:
+            return True
+        callee = self.ctx.value_of(func)
+        return callee.kind is Kind.MODULE and callee.cls is None  # a built-in nn module
+
+    def _identity(self, expr: cst.BaseExpression) -> object | None:
+        """Which tensor ``expr`` names: the expression that produced it, or the name itself
+        when the analysis has no value (a single-assignment name, see ``_inferred_nonleaf``)."""
+        key = dotted_name(expr)
+        if key is None:
+            return None
+        value = self.ctx.value_of(expr)
+        if value.origin is not None:
+            return id(value.origin)
+        return (self._scope, key)
+
+    # ------------------------------------------------------------ reads
+    def visit_Attribute(self, node: cst.Attribute) -> None:
+        if node.attr.value != "grad" or id(node) in self._stores:
+            return
+        base = node.value
+        key = dotted_name(base)
+        if key is None:
+            return
+        value = self.ctx.value_of(base)
+        inferred = False
+        if not self._is_nonleaf(key, value):
+            if not self._inferred_nonleaf(base, value):
+                return
+            inferred = True
+        identity = self._identity(base)
+        read_at = self._next()
+        bound_at = self._binding_time(base, value)
+        retains = self._retains.get(identity, [])
+        late = False
+        if retains or "retains-grad" in value.tags:
+            late = self._retained_too_late(retains, bound_at, read_at)
+            if not late:
+                return
+        elif inferred or (self._may_retain_elsewhere and identity in self._escaped):
+            return
+        self._report(node, base, key, self._fix(base, key, bound_at, read_at), late)
+
+    def _binding_time(self, base: cst.BaseExpression, value: Value) -> int | None:
+        """When the tensor ``base`` holds was bound (for a name with no analysed value: its one assignment)."""
+        if value.origin is not None:
+            return self._bound_at.get(id(value.origin))
+        if isinstance(base, cst.Name):
+            assignment = bindings_in_scope(self.ctx, base.value).single_assignment()
+            if assignment is not None:
+                return self._bound_at.get(id(assignment.value))
+        return None
+
+    def _is_nonleaf(self, key: str, value: Value) -> bool:
+        if value.kind is not Kind.NONLEAF:
+            return False
+        if value.tags & ASSUMED_TAGS and self._leafed_in_scope(key):
+            # Computed from tensors only assumed to require grad, then made a leaf on purpose.
+            return False
+        if "device-dependent" in value.tags:
+            # `.to(device)` / `.cuda()` of a leaf is the leaf itself on that device (TL003's finding);
+            # a dtype conversion of a default float32 tensor is always a copy.
+            origin = value.origin
+            return (
+                isinstance(origin, cst.Call)
+                and isinstance(origin.func, cst.Attribute)
+                and origin.func.attr.value in _DTYPE_COPIES
+            )
+        return True
+
+    def _inferred_nonleaf(self, base: cst.BaseExpression, value: Value) -> bool:
+        """A name the analysis knows nothing about, bound once to the result of a torch op,
+        that ``retain_grad()`` was called on and that a ``backward()`` went through: the
+        backward proves it requires grad, and an op result that requires grad is a non-leaf."""
+        if value.kind is not Kind.UNKNOWN or not isinstance(base, cst.Name):
+            return False
+        name = base.value
+        if (self._scope, name) not in self._retains:
+            return False
+        assignment = bindings_in_scope(self.ctx, name).single_assignment()
+        if assignment is None or not self._is_op_result(assignment.value):
+            return False
+        if self._leafed_in_scope(name):
+            return False
+        return any(name in b.roots for b in self._backwards.get(self._scope, ()))
+
+    def _is_op_result(self, expr: cst.BaseExpression) -> bool:
+        if isinstance(expr, cst.BinaryOperation):
+            return isinstance(expr.operator, _ARITHMETIC)
+        if not isinstance(expr, cst.Call):
+            return False
+        qualified = self.ctx.qualify(expr.func)
+        if qualified is not None:
+            name = qualified.rsplit(".", 1)[-1]
+            return qualified.startswith("torch.") and saved_tensor_table().op(name) is not None
+        if isinstance(expr.func, cst.Attribute):
+            method = expr.func.attr.value
+            return method not in _MAY_RETURN_SELF and saved_tensor_table().op(method) is not None
+        return False
+
+    def _leafed_in_scope(self, name: str) -> bool:
+        """``name.requires_grad_()`` / ``name.requires_grad = ...`` / ``name.detach_()`` anywhere here."""
+        body = self.ctx.function.node.body if self.ctx.function is not None else self.ctx.module
+        source = self.ctx.module.code_for_node(body)
+        return any(f"{name}.{attr}" in source for attr in ("requires_grad", "detach_"))
+
+    def _retained_too_late(self, retains: list[_Retain], bound_at: int | None, read_at: int) -> bool:
+        """True only when the tensor was bound, then backpropagated, and only then retained,
+        with no ``backward()`` between the first ``retain_grad()`` and the read (all in this scope)."""
+        scope = self._scope
+        if not retains or bound_at is None or any(r.scope is not scope for r in retains):
+            return False
+        first_retain = min(r.seq for r in retains)
+        backwards = [b.seq for b in self._backwards.get(scope, ()) if bound_at < b.seq < read_at]
+        return bool(backwards) and all(seq < first_retain for seq in backwards)
+
+    # ------------------------------------------------------------ report
+    def _report(self, node: cst.Attribute, base: cst.BaseExpression, key: str, fix: Fix | None, late: bool) -> None:
+        if late:
+            message = (
+                f"`{key}.retain_grad()` is called after `backward()`: the gradient of this non-leaf "
+                f"was never stored and `{key}.grad` is None; call `retain_grad()` before `backward()`"
+            )
+        else:
+            message = (
+                f"`{key}` is not a leaf (it is computed from tensors that require grad), so `{key}.grad` is "
+                f"None after `backward()`; call `{key}.retain_grad()` before `backward()`, or read a leaf's `.grad`"
+            )
+        self.report(node, message, fix)
+
+    def _fix(self, base: cst.BaseExpression, key: str, bound_at: int | None, read_at: int) -> Fix | None:
+        """Insert ``y.retain_grad()`` on its own line right before the ``backward()`` the read follows."""
+        if bound_at is None:
+            return None
+        candidates = [b for b in self._backwards.get(self._scope, ()) if bound_at < b.seq < read_at]
+        if not candidates:
+            return None
+        line = candidates[-1].line
+        if not isinstance(line, cst.SimpleStatementLine):
+            return None  # `if c: loss.backward()` has no line of its own to insert before
+        retain = cst.SimpleStatementLine(
+            body=[cst.Expr(fixes.method_call(fixes.strip_parens(base), "retain_grad", []))],
+            leading_lines=line.leading_lines,
+        )
+        moved = line.with_changes(leading_lines=[])
+        return Fix(
+            f"call `{key}.retain_grad()` before `backward()`",
+            ((line, cst.FlattenSentinel([retain, moved])),),
+            FixSafety.UNSAFE,
+        )

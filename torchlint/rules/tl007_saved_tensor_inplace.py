@@ -1,0 +1,530 @@
+"""TL007 saved-tensor-inplace: an in-place change of a tensor that autograd saved for
+backward, before that backward runs.
+
+Which op saves what is data (``rules/_saved_tensors.toml``, see ``torchlint.saved_tensors``).
+A tensor is identified by the expression that produced it (the ``origin`` of its
+analysed value); views and ``.detach()`` share their base's version counter, so
+they are followed back to the base.  Saved tensors are tracked per function in
+program order and forgotten at every ``backward()`` (unless it retains the graph).
+A change is reported once a later ``backward()`` in the same function could
+reach it, or at once inside an ``nn.Module``'s ``forward`` (the framework runs
+backward after it).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import libcst as cst
+
+from torchlint import fixes
+from torchlint.analysis import Kind, Value, dotted_name, keyword_arg, positional_args
+from torchlint.analysis.scopes import CALLED_WITH_GRAD_BY_FRAMEWORK
+from torchlint.analysis.torch_api import NON_MUTATING_UNDERSCORE
+from torchlint.analysis.values import ASSUMED_TAGS
+from torchlint.rule import Fix, FixSafety, Rule
+from torchlint.rules._graph import backward_call
+from torchlint.saved_tensors import (
+    BOTH,
+    DIVISOR,
+    INPUT,
+    NOTHING,
+    OPERANDS,
+    OTHER_OPERAND,
+    OUTPUT,
+    saved_tensor_table,
+)
+
+M4 = "one of the variables needed for gradient computation has been modified by an inplace operation"
+
+# Namespaces whose functions are the table's ``torch.NAME`` / ``F.NAME`` spellings.
+_OP_NAMESPACES = frozenset({"torch", "torch.nn.functional", "torch.special", "torch.linalg"})
+_BINARY_SAVES = frozenset({OTHER_OPERAND, DIVISOR, OPERANDS})
+_OPERATORS: dict[type[cst.BaseBinaryOp], str] = {
+    cst.Multiply: "mul",
+    cst.Divide: "div",
+    cst.MatrixMultiply: "matmul",
+    cst.Power: "pow",
+}
+_AUG_TO_BINARY: dict[type[cst.BaseAugOp], type[cst.BaseBinaryOp]] = {
+    cst.AddAssign: cst.Add,
+    cst.SubtractAssign: cst.Subtract,
+    cst.MultiplyAssign: cst.Multiply,
+    cst.DivideAssign: cst.Divide,
+    cst.MatrixMultiplyAssign: cst.MatrixMultiply,
+    cst.PowerAssign: cst.Power,
+    cst.FloorDivideAssign: cst.FloorDivide,
+    cst.ModuloAssign: cst.Modulo,
+}
+# Ops returning a view of their receiver: it shares the receiver's version counter.
+_VIEW_METHODS = frozenset(
+    {"view", "view_as", "t", "transpose", "permute", "squeeze", "unsqueeze", "expand", "expand_as", "narrow",
+     "select", "diagonal", "detach", "swapaxes", "swapdims", "movedim", "unflatten", "as_strided"}
+)
+_VIEW_ATTRIBUTES = frozenset({"T", "mT", "H", "mH"})
+# In-place methods with an out-of-place twin of the same name without the underscore
+# (tests/test_saved_tensors.py checks each against torch).
+OUT_OF_PLACE_TWINS = frozenset(
+    "add sub mul div clamp clamp_min clamp_max clip relu sigmoid tanh exp exp2 expm1 log log1p log2 log10 neg "
+    "abs pow sqrt rsqrt reciprocal square sin cos tan masked_fill masked_scatter index_fill index_add index_copy "
+    "scatter scatter_add addcmul addcdiv lerp floor ceil round trunc frac sign erf logit nan_to_num true_divide "
+    "floor_divide remainder fmod subtract multiply divide".split()
+)
+# torch.NAME_(x) functions with an out-of-place torch.NAME (checked against torch by the tests).
+TORCH_INPLACE_FUNCTIONS = frozenset("sigmoid relu tanh exp sqrt rsqrt reciprocal tan exp2 expm1 clamp".split())
+
+
+@dataclass(frozen=True)
+class _Saved:
+    op: cst.CSTNode  # the op that saved the tensor
+    role: str  # OUTPUT (its result) or INPUT (one of its inputs)
+
+
+@dataclass(frozen=True)
+class _Change:
+    """An in-place change of a saved tensor, reported once a backward() can follow it."""
+
+    node: cst.CSTNode
+    message: str
+    fix: Fix | None
+    statement: cst.CSTNode | None
+    blocks: tuple[cst.CSTNode, ...]
+
+
+class SavedTensorInplace(Rule):
+    code = "TL007"
+    name = "saved-tensor-inplace"
+    summary = "In-place change of a tensor that autograd saved for backward, before backward runs"
+    fix_safety = FixSafety.UNSAFE
+    # Findings need a backward() in the same function, a module's forward(), or an
+    # in-place nn module in an nn.Sequential.
+    tokens = ("backward", "forward", "training_step", "inplace")
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+        self._table = saved_tensor_table()
+        self._blocks: list[cst.CSTNode] = []
+        self._saved: dict[object, dict[int, _Saved]] = {}  # scope -> tensor identity -> who saved it
+        self._aliases: dict[int, tuple[int, bool]] = {}  # id(view expression) -> (base identity, via .data)
+        self._changes: dict[object, list[_Change]] = {}  # scope -> changes waiting for a backward()
+
+    # ------------------------------------------------------------ blocks
+    def visit_Module(self, node: cst.Module) -> None:
+        self._blocks.append(node)
+
+    def leave_Module(self, node: cst.Module) -> None:
+        self._blocks.pop()
+
+    visit_IndentedBlock = visit_SimpleStatementSuite = visit_Module
+    leave_IndentedBlock = leave_SimpleStatementSuite = leave_Module
+
+    @property
+    def _scope(self) -> object:
+        return self.ctx.function
+
+    def _in_forward(self) -> bool:
+        function = self.ctx.function
+        return (
+            function is not None
+            and function.cls is not None
+            and function.cls.is_module
+            and function.name in CALLED_WITH_GRAD_BY_FRAMEWORK
+        )
+
+    # ------------------------------------------------------------ identities
+    def _resolve(self, expr: cst.BaseExpression) -> tuple[int | None, bool]:
+        """(identity of the tensor ``expr`` is or views, whether it goes through ``.data``)."""
+        via_data = False
+        while True:
+            if isinstance(expr, cst.Attribute) and expr.attr.value == "data":
+                via_data, expr = True, expr.value
+                continue
+            if isinstance(expr, cst.Attribute) and expr.attr.value in _VIEW_ATTRIBUTES:
+                expr = expr.value
+                continue
+            if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute):
+                method = expr.func.attr.value
+                if method in _VIEW_METHODS or (method.endswith("_") and not method.startswith("__")):
+                    expr = expr.func.value  # a view, or an in-place method returning its receiver
+                    continue
+            if isinstance(expr, cst.Subscript) and _is_basic_indexing(expr):
+                expr = expr.value
+                continue
+            break
+        if isinstance(expr, (cst.Call, cst.BinaryOperation)):
+            return id(expr), via_data  # the tensor this op produces
+        if dotted_name(expr) is None:
+            return None, via_data
+        value = self.ctx.value_of(expr)
+        if value.origin is None or value.kind in (Kind.NUMBER, Kind.COLLECTION, Kind.MODULE, Kind.OPTIMIZER):
+            return None, via_data
+        identity = id(value.origin)
+        if identity in self._aliases:
+            base, aliased_data = self._aliases[identity]
+            return base, via_data or aliased_data
+        return identity, via_data
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        self._note_alias(node.value)
+        for target in node.targets:
+            if isinstance(target.target, cst.Subscript):
+                self._changed(target.target.value, node, "indexed write", None)
+
+    def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
+        if node.value is not None:
+            self._note_alias(node.value)
+
+    def _note_alias(self, value: cst.BaseExpression) -> None:
+        """``a = y.detach()`` / ``a = y[0]`` / ``a = y.data``: ``a`` changes ``y``'s memory."""
+        if not isinstance(value, (cst.Call, cst.Attribute, cst.Subscript)):
+            return
+        base, via_data = self._resolve(value)
+        if base is not None and base != id(value):
+            self._aliases[id(value)] = (base, via_data)
+
+    # ------------------------------------------------------------ saving
+    def _save(self, expr: cst.BaseExpression, op: cst.CSTNode, role: str) -> None:
+        identity, via_data = self._resolve(expr)
+        if identity is not None and not via_data:
+            self._saved.setdefault(self._scope, {})[identity] = _Saved(op, role)
+
+    def _save_output(self, op: cst.CSTNode) -> None:
+        self._saved.setdefault(self._scope, {})[id(op)] = _Saved(op, OUTPUT)
+
+    def _record_op(self, op: cst.CSTNode, saves: str | None, operands: list[cst.BaseExpression]) -> None:
+        """Remember what ``op`` saved, given which of its operands require grad."""
+        if saves is None or saves == NOTHING or not operands or self.ctx.grad_mode.statically_disabled:
+            return
+        grads = [_certainly_requires_grad(self.ctx.value_of(operand)) for operand in operands]
+        if saves in _BINARY_SAVES:
+            if len(operands) != 2:
+                return
+            (a, b), (a_grad, b_grad) = operands, grads
+            if saves == OTHER_OPERAND:
+                if b_grad:
+                    self._save(a, op, INPUT)
+                if a_grad:
+                    self._save(b, op, INPUT)
+            elif a_grad or b_grad:
+                if saves == OPERANDS or b_grad:
+                    self._save(a, op, INPUT)
+                self._save(b, op, INPUT)
+            return
+        if not grads[0]:
+            return
+        if saves in (INPUT, BOTH):
+            self._save(operands[0], op, INPUT)
+        if saves in (OUTPUT, BOTH):
+            self._save_output(op)
+
+    def visit_BinaryOperation(self, node: cst.BinaryOperation) -> None:
+        name = _OPERATORS.get(type(node.operator))
+        if name is None:
+            return
+        if name == "pow":
+            left, right = self.ctx.value_of(node.left), self.ctx.value_of(node.right)
+            if right.kind is Kind.NUMBER:
+                self._record_op(node, self._table.op("pow"), [node.left])
+            elif left.kind is Kind.NUMBER:
+                self._record_op(node, self._table.op("__rpow__"), [node.right])
+            return
+        self._record_op(node, self._table.op(name), [node.left, node.right])
+
+    def _op_of_call(self, node: cst.Call) -> tuple[str | None, list[cst.BaseExpression]]:
+        """(what the call saves per the table, its tensor operands) for torch ops and tensor methods."""
+        func = node.func
+        args = positional_args(node)
+        qualified = self.ctx.qualify(func)
+        if qualified is not None:
+            namespace, _, name = qualified.rpartition(".")
+            if namespace not in _OP_NAMESPACES:
+                return None, []
+            operands = args
+        elif isinstance(func, cst.Attribute) and self.ctx.value_of(func.value).is_tensor:
+            name = func.attr.value
+            operands = [func.value, *args]
+        else:
+            return None, []
+        if name in ("max", "min"):
+            if len(operands) == 1 and len(node.args) == len(args):
+                return self._table.op(name), operands
+            if len(operands) == 2 and self.ctx.value_of(operands[1]).is_tensor:
+                return self._table.op("maximum" if name == "max" else "minimum"), operands
+            return None, []
+        if name == "pow":
+            if len(operands) == 2 and self.ctx.value_of(operands[1]).kind is Kind.NUMBER:
+                return self._table.op("pow"), operands[:1]
+            return None, []
+        saves = self._table.op(name)
+        if saves in _BINARY_SAVES:
+            return saves, operands[:2]
+        return saves, operands[:1]
+
+    def _module_of_call(self, node: cst.Call) -> tuple[str | None, cst.Call | None]:
+        """(the built-in nn module's name, its constructor call) when ``node`` calls one."""
+        if self.ctx.qualify(node.func) is not None:
+            return None, None
+        module = self.ctx.value_of(node.func)
+        origin = module.origin
+        if module.kind is not Kind.MODULE or module.cls is not None or not isinstance(origin, cst.Call):
+            return None, None
+        qualified = self.ctx.qualify(origin.func) or ""
+        if not qualified.startswith("torch.nn.") or qualified.count(".") != 2:
+            return None, None
+        return qualified.rsplit(".", 1)[-1], origin
+
+    # ------------------------------------------------------------ calls
+    def visit_Call(self, node: cst.Call) -> None:
+        backward = backward_call(node, self.ctx)
+        if backward is not None:
+            self._backward(backward.retains_graph)
+            return
+        if self.ctx.qualify(node.func) == "torch.nn.Sequential":
+            self._check_sequential(node)
+        if self._check_inplace_call(node):
+            return
+        module_name, _ = self._module_of_call(node)
+        args = positional_args(node)
+        if module_name is not None:
+            saves = self._table.module(module_name)
+            if saves in (INPUT, OUTPUT, BOTH) and args:
+                self._record_op(node, saves, args[:1])
+            return
+        saves, operands = self._op_of_call(node)
+        self._record_op(node, saves, operands)
+
+    def _check_inplace_call(self, node: cst.Call) -> bool:
+        """In-place calls: ``y.mul_()``, ``torch.sigmoid_(y)``, ``F.relu(y, inplace=True)``,
+        an ``nn.ReLU(inplace=True)`` module applied to ``y``.  True if ``node`` is one."""
+        func = node.func
+        args = positional_args(node)
+        qualified = self.ctx.qualify(func)
+        if qualified is None and isinstance(func, cst.Attribute) and _is_inplace_method(func.attr.value):
+            method, target = func.attr.value, func.value
+            if not (self.ctx.value_of(_strip_data(target)).is_tensor or self._resolve(target)[0] is not None):
+                return False
+            if not (isinstance(target, cst.Call) and isinstance(target.func, cst.Attribute)
+                    and _is_inplace_method(target.func.attr.value)):  # `y.mul_(2).add_(1)`: reported once
+                self._changed(target, node, f"`{method}()`", self._method_fix(node, target, method))
+            self._record_inplace_output(node, target, method[:-1])
+            return True
+        if qualified is not None and qualified.startswith("torch."):
+            namespace, _, name = qualified.rpartition(".")
+            if name.endswith("_") and not name.startswith("__") and args:
+                self._changed(args[0], node, f"`{name}()`", self._torch_function_fix(node, namespace, name))
+                if namespace in _OP_NAMESPACES:
+                    self._record_inplace_output(node, args[0], name[:-1])
+                return True
+            inplace = keyword_arg(node, "inplace")
+            if namespace == "torch.nn.functional" and inplace is not None and _is_true(inplace.value) and args:
+                self._changed(args[0], node, f"`{name}(..., inplace=True)`", self._functional_fix(node, inplace))
+                self._record_inplace_output(node, args[0], name)
+                return True
+            return False
+        module_name, constructor = self._module_of_call(node)
+        if constructor is not None and args:
+            inplace = keyword_arg(constructor, "inplace")
+            if inplace is not None and _is_true(inplace.value):
+                self._changed(args[0], node, f"in-place `nn.{module_name}`", None)
+                if self._table.module(module_name) == OUTPUT:
+                    self._record_inplace_output(node, args[0], None)
+                return True
+        return False
+
+    def _record_inplace_output(self, node: cst.Call, target: cst.BaseExpression, op_name: str | None) -> None:
+        """``y.relu_()`` saves ``y`` (its output) like ``relu`` does (measured for every output-saving op)."""
+        if op_name is not None and self._table.op(op_name) != OUTPUT:
+            return
+        target_value = self.ctx.value_of(_strip_data(target))
+        if self.ctx.grad_mode.statically_disabled or not _certainly_requires_grad(target_value):
+            return
+        if _goes_through_data(target):
+            return
+        self._save(target, node, OUTPUT)
+
+    def visit_AugAssign(self, node: cst.AugAssign) -> None:
+        target = node.target
+        if isinstance(target, cst.Subscript):
+            self._changed(target.value, node, "indexed write", None)
+            return
+        self._changed(target, node, "augmented assignment", self._augassign_fix(node))
+
+    # ------------------------------------------------------------ changes
+    def _changed(self, target: cst.BaseExpression, node: cst.CSTNode, how: str, fix: Fix | None) -> None:
+        identity, via_data = self._resolve(target)
+        saved = self._saved.get(self._scope, {}).get(identity) if identity is not None else None
+        if saved is None:
+            return
+        name = fixes.source_of(_strip_data(target))
+        op = _short(fixes.source_of(saved.op))
+        if via_data:
+            message = (
+                f"{how} changes `{name}` through `.data` after `{op}` saved "
+                f"{'it' if saved.role == OUTPUT else 'it as an input'} for backward: autograd cannot see the "
+                "change, so there is no error but backward() computes a wrong gradient from the changed values; "
+                "use an out-of-place op, or `.clone()` first"
+            )
+        else:
+            whose = "the output of" if saved.role == OUTPUT else "saved for backward by"
+            message = (
+                f"{how} changes `{name}`, {whose} `{op}`: autograd saved it for backward, so backward() raises "
+                f"'{M4}'; use an out-of-place op, or `.clone()` first"
+            )
+        if self.ctx.grad_mode.statically_disabled:
+            fix = None  # out of place under no_grad() the result would lose its graph
+        change = _Change(node, message, fix, self.ctx.statement, tuple(self._blocks))
+        if self._in_forward():
+            self.report(change.node, change.message, change.fix, statement=change.statement)
+        else:
+            self._changes.setdefault(self._scope, []).append(change)
+
+    def _backward(self, retains_graph: bool) -> None:
+        """A backward() here checks the saved tensors: report the changes it can follow."""
+        scope = self._scope
+        here = tuple(self._blocks)
+        for change in self._changes.pop(scope, []):
+            if _nested_or_same(change.blocks, here):
+                self.report(change.node, change.message, change.fix, statement=change.statement)
+        if not retains_graph:
+            self._saved.pop(scope, None)
+
+    # ------------------------------------------------------------ nn.Sequential
+    def _check_sequential(self, node: cst.Call) -> None:
+        layers = [arg.value for arg in node.args if arg.keyword is None and not arg.star]
+        for previous, layer in zip(layers, layers[1:]):
+            if not isinstance(layer, cst.Call):
+                continue
+            qualified = self.ctx.qualify(layer.func) or ""
+            inplace = keyword_arg(layer, "inplace")
+            if not qualified.startswith("torch.nn.") or inplace is None or not _is_true(inplace.value):
+                continue
+            previous_call = previous if isinstance(previous, cst.Call) else self.ctx.value_of(previous).origin
+            if not isinstance(previous_call, cst.Call):
+                continue
+            previous_name = self.ctx.qualify(previous_call.func) or ""
+            if not previous_name.startswith("torch.nn.") or self._table.module(previous_name[9:]) not in (OUTPUT, BOTH):
+                continue
+            name, before = qualified[9:], _short(fixes.source_of(previous))
+            self.report(
+                layer,
+                f"`nn.{name}(inplace=True)` right after `{before}` overwrites that layer's output, which autograd "
+                f"saved for backward: backward() raises '{M4}'; drop `inplace=True`",
+                fixes.replace("drop `inplace=True`", layer, _without_keyword(layer, inplace)),
+            )
+
+    # ------------------------------------------------------------ fixes
+    def _expression_statement(self, node: cst.Call) -> cst.Expr | None:
+        line = self.ctx.statement
+        if line is None:
+            return None
+        for small in line.body:
+            if isinstance(small, cst.Expr) and small.value is node:
+                return small
+        return None
+
+    def _rebind(self, small: cst.Expr, target: cst.BaseExpression, value: cst.BaseExpression, what: str) -> Fix:
+        assign = cst.Assign(targets=[cst.AssignTarget(target)], value=value, semicolon=small.semicolon)
+        return fixes.replace(what, small, assign)
+
+    def _method_fix(self, node: cst.Call, target: cst.BaseExpression, method: str) -> Fix | None:
+        """``y.mul_(2)`` -> ``y = y.mul(2)`` (also for ``y.data.mul_(2)``)."""
+        base = _strip_data(target)
+        small = self._expression_statement(node)
+        if small is None or dotted_name(base) is None or method[:-1] not in OUT_OF_PLACE_TWINS:
+            return None
+        call = node.with_changes(func=cst.Attribute(value=base, attr=cst.Name(method[:-1])))
+        return self._rebind(small, base, call, f"use out-of-place `{method[:-1]}()`")
+
+    def _torch_function_fix(self, node: cst.Call, namespace: str, name: str) -> Fix | None:
+        """``torch.sigmoid_(u)`` -> ``u = torch.sigmoid(u)``."""
+        args = positional_args(node)
+        small = self._expression_statement(node)
+        if small is None or namespace != "torch" or name[:-1] not in TORCH_INPLACE_FUNCTIONS:
+            return None
+        if not isinstance(node.func, cst.Attribute) or dotted_name(args[0]) is None:
+            return None
+        call = node.with_changes(func=node.func.with_changes(attr=cst.Name(name[:-1])))
+        return self._rebind(small, args[0], call, f"use out-of-place `{name[:-1]}()`")
+
+    def _functional_fix(self, node: cst.Call, inplace: cst.Arg) -> Fix | None:
+        """``F.relu(y, inplace=True)`` -> ``F.relu(y)``; as a statement: ``y = F.relu(y)``."""
+        call = _without_keyword(node, inplace)
+        small = self._expression_statement(node)
+        if small is None:
+            return fixes.replace("drop `inplace=True`", node, call)
+        target = positional_args(node)[0]
+        if dotted_name(target) is None:
+            return None
+        return self._rebind(small, target, call, "drop `inplace=True` and rebind")
+
+    def _augassign_fix(self, node: cst.AugAssign) -> Fix | None:
+        """``y += 1`` -> ``y = y + 1`` (also for ``y.data += 1``)."""
+        operator = _AUG_TO_BINARY.get(type(node.operator))
+        base = _strip_data(node.target)
+        if operator is None or dotted_name(base) is None:
+            return None
+        right = node.value
+        if isinstance(right, (cst.BinaryOperation, cst.BooleanOperation, cst.Comparison, cst.IfExp, cst.Lambda,
+                              cst.NamedExpr)) and not right.lpar:
+            right = right.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
+        value = cst.BinaryOperation(left=base, operator=operator(), right=right)
+        assign = cst.Assign(targets=[cst.AssignTarget(base)], value=value, semicolon=node.semicolon)
+        return fixes.replace("assign the out-of-place result", node, assign)
+
+
+def _certainly_requires_grad(value: Value) -> bool:
+    """Requires grad, and not just by the guess that made an assumed leaf."""
+    return value.requires_grad and not value.tags & ASSUMED_TAGS
+
+
+def _is_inplace_method(name: str) -> bool:
+    return name.endswith("_") and not name.startswith("__") and name not in NON_MUTATING_UNDERSCORE
+
+
+def _strip_data(expr: cst.BaseExpression) -> cst.BaseExpression:
+    while isinstance(expr, cst.Attribute) and expr.attr.value == "data":
+        expr = expr.value
+    return expr
+
+
+def _goes_through_data(expr: cst.BaseExpression) -> bool:
+    return isinstance(expr, cst.Attribute) and expr.attr.value == "data"
+
+
+def _is_true(node: cst.BaseExpression) -> bool:
+    return isinstance(node, cst.Name) and node.value == "True"
+
+
+def _is_basic_indexing(node: cst.Subscript) -> bool:
+    """``y[0]``, ``y[1:3]``, ``y[:, 0]``: a view (advanced indexing with tensors copies)."""
+    for element in node.slice:
+        index = element.slice
+        if isinstance(index, cst.Slice):
+            continue
+        if isinstance(index, cst.Index) and isinstance(index.value, (cst.Integer, cst.Ellipsis)):
+            continue
+        if isinstance(index, cst.Index) and isinstance(index.value, cst.Name) and index.value.value == "None":
+            continue
+        return False
+    return True
+
+
+def _nested_or_same(a: tuple[cst.CSTNode, ...], b: tuple[cst.CSTNode, ...]) -> bool:
+    """One block path contains the other: not two sibling branches (``if``/``else``)."""
+    shorter = min(len(a), len(b))
+    return a[:shorter] == b[:shorter]
+
+
+def _without_keyword(call: cst.Call, keyword: cst.Arg) -> cst.Call:
+    args = [arg for arg in call.args if arg is not keyword]
+    if args:
+        args[-1] = args[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
+    return call.with_changes(args=args)
+
+
+def _short(source: str, limit: int = 40) -> str:
+    source = " ".join(source.split())
+    return source if len(source) <= limit else source[: limit - 3] + "..."
+
+
+__all__ = ["OUT_OF_PLACE_TWINS", "SavedTensorInplace", "TORCH_INPLACE_FUNCTIONS"]

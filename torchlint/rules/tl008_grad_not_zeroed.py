@@ -1,0 +1,568 @@
+"""TL008 grad-not-zeroed: a loop calls ``backward()`` and updates the parameters
+but never resets their gradients, so every step uses the sum of all gradients so far.
+
+Every event (a ``backward()`` call, an update, a zeroing, a call to a helper or to
+code whose body is not in this file) is recorded for each loop that encloses it and
+for the function it is in.  Helpers are analysed after the code that calls them,
+so loops are judged in ``finish``: a loop's facts include those of the helpers it
+calls (transitively).  Anything that might zero the gradients keeps the rule silent.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+import libcst as cst
+
+from torchlint import fixes
+from torchlint.analysis import FunctionInfo, Kind, TENSOR_KINDS, dotted_name, positional_args
+from torchlint.analysis.torch_api import NON_MUTATING_UNDERSCORE
+from torchlint.rule import Fix, FixSafety, Rule
+
+# Names a call to code we cannot see into may carry when it resets gradients.
+_ZEROING_WORDS = ("zero", "reset", "clear", "none")
+# Builtins and well-known calls that never touch gradients.
+_HARMLESS_BUILTINS = frozenset(
+    "print len range enumerate zip float int str bool min max sum abs round isinstance issubclass list dict "
+    "tuple set frozenset sorted reversed any all iter next getattr hasattr repr format type divmod map filter "
+    "id hash open vars callable".split()
+)
+_HARMLESS_MODULES = frozenset(
+    "torch numpy math time logging random os sys json itertools functools collections copy pickle re "
+    "warnings wandb tqdm datetime pathlib statistics".split()
+)
+# Methods of unknown objects that are known not to reset gradients (GradScaler, logging ...).
+_HARMLESS_METHODS = frozenset(
+    "unscale_ scale update item append extend format write info debug warning add_scalar add_scalars "
+    "set_postfix set_description log_dict clip_grad_norm_ clip_grad_value_ synchronize".split()
+)
+_OPTIMIZER_NAME = re.compile(r"^(opt[a-z]?\d*|optim\w*|optimi[sz]er\w*)$")
+
+
+def _looks_like_optimizer(name: str) -> bool:
+    """``opt``, ``optG``, ``optimizer_d``, ``g_optim``, ``self.optimizer`` -- not ``opts``/``options``."""
+    lowered = name.lower()
+    if lowered in ("opts", "options", "optional"):
+        return False
+    return any(_OPTIMIZER_NAME.match(part) for part in lowered.split("_") if part) or bool(
+        _OPTIMIZER_NAME.match(lowered)
+    )
+
+
+def _root_name(expr: cst.BaseExpression) -> str | None:
+    """``self`` for ``self.opt``, ``opts`` for ``opts[i]``; None for a call's result."""
+    while True:
+        if isinstance(expr, cst.Name):
+            return expr.value
+        if isinstance(expr, (cst.Attribute, cst.Subscript)):
+            expr = expr.value
+        else:
+            return None
+
+
+def _last_name(expr: cst.BaseExpression) -> str:
+    while isinstance(expr, cst.Subscript):
+        expr = expr.value
+    if isinstance(expr, cst.Attribute):
+        return expr.attr.value
+    if isinstance(expr, cst.Name):
+        return expr.value
+    return ""
+
+
+def _through_grad(expr: cst.BaseExpression) -> bool:
+    """True when the chain ``a.b[...].c`` passes through a ``.grad`` attribute."""
+    while isinstance(expr, (cst.Attribute, cst.Subscript)):
+        if isinstance(expr, cst.Attribute) and expr.attr.value == "grad":
+            return True
+        expr = expr.value
+    return False
+
+
+def _grad_owners(node: cst.CSTNode) -> list[str]:
+    """Dotted names ``w`` whose ``w.grad`` is read somewhere in ``node``."""
+    owners: list[str] = []
+
+    class Finder(cst.CSTVisitor):
+        def visit_Attribute(self, attribute: cst.Attribute) -> None:
+            if attribute.attr.value == "grad":
+                owner = dotted_name(attribute.value)
+                if owner is not None and owner not in owners:
+                    owners.append(owner)
+
+    node.visit(Finder())
+    return owners
+
+
+@dataclass
+class _Update:
+    """An optimizer ``step()`` (``optimizer`` is its dotted name) or a manual update from ``.grad``."""
+
+    optimizer: str | None
+    key: str | None  # the optimizer, or the updated tensor
+    root: str | None
+    line: cst.CSTNode | None = None  # manual update: the statement line
+    grad_owners: tuple[str, ...] = ()
+
+
+@dataclass
+class _OpaqueCall:
+    """A call into code whose body is not in this file."""
+
+    name: str
+    roots: frozenset[str]
+    holds_parameters: bool
+
+    def may_zero(self, optimizer_roots: set[str]) -> bool:
+        name = self.name.lower()
+        if "grad" in name and any(word in name for word in _ZEROING_WORDS):
+            return True
+        return self.holds_parameters or bool(self.roots & optimizer_roots)
+
+
+@dataclass(eq=False)
+class _Facts:
+    backward: bool = False
+    updates: list[_Update] = field(default_factory=list)
+    zeroes: bool = False
+    helpers: list[FunctionInfo] = field(default_factory=list)
+    opaque: list[_OpaqueCall] = field(default_factory=list)
+    # Keys bound by assignment in the body, and names bound by loops nested in it.
+    bound: set[str] = field(default_factory=set)
+    nested_targets: set[str] = field(default_factory=set)
+    backward_calls: list[cst.Call] = field(default_factory=list)
+    # For a function: backward/updates that are not inside one of its own loops.
+    backward_outside_loops: bool = False
+    updates_outside_loops: list[_Update] = field(default_factory=list)
+
+
+@dataclass(eq=False)
+class _Loop:
+    node: cst.For | cst.While
+    parent: _Loop | None
+    facts: _Facts = field(default_factory=_Facts)
+
+
+class GradNotZeroed(Rule):
+    code = "TL008"
+    name = "grad-not-zeroed"
+    summary = "A training loop calls backward() and updates but never zeroes the gradients"
+    fix_safety = FixSafety.UNSAFE
+    tokens = ("backward",)
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+        self._loops: dict[int, _Loop] = {}
+        self._order: list[_Loop] = []
+        self._functions: dict[int, _Facts] = {}
+
+    # ------------------------------------------------------------ bookkeeping
+    def _enclosing(self) -> list[_Facts]:
+        """Facts of every loop around the current point, and of the current function."""
+        found = [self._loops[id(loop)].facts for loop in self.ctx.loops if id(loop) in self._loops]
+        function = self.ctx.function
+        if function is not None:
+            found.append(self._functions.setdefault(id(function), _Facts()))
+        return found
+
+    def _function_facts(self) -> _Facts | None:
+        function = self.ctx.function
+        return self._functions.setdefault(id(function), _Facts()) if function is not None else None
+
+    def _enter_loop(self, node: cst.For | cst.While) -> None:
+        parent = self._loops.get(id(self.ctx.loops[-1])) if self.ctx.loops else None
+        loop = _Loop(node, parent)
+        self._loops[id(node)] = loop
+        self._order.append(loop)
+        if isinstance(node, cst.For):
+            targets = _bound_names(node.target)
+            for loop_node in self.ctx.loops:
+                if id(loop_node) in self._loops:
+                    self._loops[id(loop_node)].facts.nested_targets |= targets
+
+    def visit_For(self, node: cst.For) -> None:
+        self._enter_loop(node)
+
+    def visit_While(self, node: cst.While) -> None:
+        self._enter_loop(node)
+
+    def _record_backward(self, call: cst.Call) -> None:
+        for facts in self._enclosing():
+            facts.backward = True
+            facts.backward_calls.append(call)
+        function = self._function_facts()
+        if function is not None and not self.ctx.loops:
+            function.backward_outside_loops = True
+
+    def _record_update(self, update: _Update) -> None:
+        for facts in self._enclosing():
+            facts.updates.append(update)
+        function = self._function_facts()
+        if function is not None and not self.ctx.loops:
+            function.updates_outside_loops.append(update)
+
+    def _record_zeroing(self) -> None:
+        for facts in self._enclosing():
+            facts.zeroes = True
+
+    # ------------------------------------------------------------ events
+    def visit_Call(self, node: cst.Call) -> None:
+        if not self.ctx.loops and self.ctx.function is None:
+            return  # module-level code outside loops cannot matter
+        func = node.func
+        method = func.attr.value if isinstance(func, cst.Attribute) else None
+        qualified = self.ctx.qualify(func)
+        if method == "backward" or qualified == "torch.autograd.backward":
+            self._record_backward(node)
+            return
+        if method == "zero_grad" or qualified == "torch._foreach_zero_":
+            self._record_zeroing()
+            return
+        if isinstance(func, cst.Attribute) and method in ("zero_", "fill_") and _through_grad(func.value):
+            self._record_zeroing()  # p.grad.zero_(), p.grad.data.zero_()
+            return
+        if isinstance(func, cst.Name) and func.value == "setattr" and self._sets_grad(node):
+            self._record_zeroing()
+            return
+        if method == "step" and isinstance(func, cst.Attribute) and self._check_step(node, func):
+            return
+        if isinstance(func, cst.Attribute) and method is not None and self._check_inplace_update(node, func, method):
+            return
+        self._check_call_target(node)
+
+    def _sets_grad(self, node: cst.Call) -> bool:
+        args = positional_args(node)
+        return len(args) >= 2 and isinstance(args[1], cst.SimpleString) and args[1].evaluated_value == "grad"
+
+    def _check_step(self, node: cst.Call, func: cst.Attribute) -> bool:
+        """``opt.step()`` / ``scaler.step(opt)``: an optimizer update."""
+        candidates = [func.value, *positional_args(node)]
+        for expr in candidates:
+            if self._is_optimizer(expr):
+                key = dotted_name(expr)
+                self._record_update(_Update(key or fixes.source_of(expr), key, _root_name(expr)))
+                return True
+        return False
+
+    def _is_optimizer(self, expr: cst.BaseExpression) -> bool:
+        value = self.ctx.value_of(expr)
+        if value.kind is Kind.OPTIMIZER:
+            return True
+        return value.kind is Kind.UNKNOWN and _looks_like_optimizer(_last_name(expr))
+
+    def _check_inplace_update(self, node: cst.Call, func: cst.Attribute, method: str) -> bool:
+        """``w.sub_(lr * w.grad)`` / ``w.data.add_(w.grad, alpha=-lr)`` on a trainable leaf."""
+        if not method.endswith("_") or method.startswith("__") or method in NON_MUTATING_UNDERSCORE:
+            return False
+        target = func.value
+        if not self._is_parameter_target(target):
+            return False
+        if not any(self._mentions_gradient(arg.value) for arg in node.args):
+            return False
+        self._record_manual_update(target, node)
+        return True
+
+    def visit_AugAssign(self, node: cst.AugAssign) -> None:
+        if self._is_parameter_target(node.target) and self._mentions_gradient(node.value):
+            self._record_manual_update(node.target, node)
+
+    def _is_parameter_target(self, target: cst.BaseExpression) -> bool:
+        if _through_grad(target):
+            return False  # clipping or scaling a gradient is not a parameter update
+        while isinstance(target, cst.Subscript):
+            target = target.value
+        if isinstance(target, cst.Attribute) and target.attr.value == "data":
+            target = target.value
+        return self.ctx.value_of(target).kind is Kind.LEAF
+
+    def _record_manual_update(self, target: cst.BaseExpression, node: cst.CSTNode) -> None:
+        line = self.ctx.statement
+        owners = tuple(_grad_owners(line)) if line is not None else ()
+        key = dotted_name(target)
+        self._record_update(_Update(None, key, _root_name(target), line, owners))
+
+    def _mentions_gradient(self, node: cst.CSTNode) -> bool:
+        if isinstance(node, cst.Attribute):
+            if node.attr.value == "grad":
+                return True
+            return self._mentions_gradient(node.value) or self._is_grad_value(node)
+        if isinstance(node, (cst.Name, cst.Subscript)):
+            return self._is_grad_value(node) or (
+                isinstance(node, cst.Subscript) and self._mentions_gradient(node.value)
+            )
+        if isinstance(node, cst.BinaryOperation):
+            return self._mentions_gradient(node.left) or self._mentions_gradient(node.right)
+        if isinstance(node, cst.UnaryOperation):
+            return self._mentions_gradient(node.expression)
+        if isinstance(node, cst.Call):
+            return self._mentions_gradient(node.func) or any(self._mentions_gradient(a.value) for a in node.args)
+        return False
+
+    def _is_grad_value(self, node: cst.BaseExpression) -> bool:
+        """A name bound to a gradient: ``g = p.grad``, ``d_p = p.grad.data``."""
+        value = self.ctx.value_of(node)
+        if "grad" in value.tags:
+            return True
+        origin = value.origin
+        return isinstance(origin, cst.Attribute) and origin is not node and _through_grad(origin)
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        for target in node.targets:
+            self._note_assignment(target.target)
+
+    def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
+        if node.value is not None:
+            self._note_assignment(node.target)
+
+    def visit_NamedExpr(self, node: cst.NamedExpr) -> None:
+        self._note_assignment(node.target)
+
+    def visit_WithItem(self, node: cst.WithItem) -> None:
+        if node.asname is not None:
+            self._note_assignment(node.asname.name)
+
+    def _note_assignment(self, target: cst.BaseExpression) -> None:
+        if _through_grad(target) or (isinstance(target, cst.Attribute) and target.attr.value == "grad"):
+            self._record_zeroing()  # p.grad = None, p.grad = torch.zeros_like(p)
+            return
+        if not self.ctx.loops:
+            return
+        names = _bound_names(target)
+        for loop_node in self.ctx.loops:
+            if id(loop_node) in self._loops:
+                self._loops[id(loop_node)].facts.bound |= names
+
+    def visit_Del(self, node: cst.Del) -> None:
+        targets = node.target.elements if isinstance(node.target, (cst.Tuple, cst.List)) else [node.target]
+        for target in targets:
+            expr = target.value if isinstance(target, cst.Element) else target
+            if isinstance(expr, cst.Attribute) and expr.attr.value == "grad":
+                self._record_zeroing()
+
+    # ------------------------------------------------------------ calls into other code
+    def _check_call_target(self, node: cst.Call) -> None:
+        helper = self.ctx.resolve_function(node.func)
+        if helper is not None:
+            self._record_helper(helper)
+        else:
+            opaque = self._opaque(node)
+            if opaque is not None:
+                for facts in self._enclosing():
+                    facts.opaque.append(opaque)
+        for arg in node.args:  # a function handed over (e.g. an LBFGS closure) may be called
+            if isinstance(arg.value, (cst.Name, cst.Attribute)):
+                passed = self.ctx.resolve_function(arg.value)
+                if passed is not None:
+                    self._record_helper(passed)
+
+    def _record_helper(self, helper: FunctionInfo) -> None:
+        for facts in self._enclosing():
+            facts.helpers.append(helper)
+
+    def _opaque(self, node: cst.Call) -> _OpaqueCall | None:
+        """The call, if it runs code torchlint cannot see that might reach the gradients."""
+        func = node.func
+        qualified = self.ctx.qualify(func)
+        if qualified is not None:
+            if qualified.split(".")[0] in _HARMLESS_MODULES:
+                return None
+            return _OpaqueCall(_last_name(func), self._arg_roots(node), self._holds_parameters(node))
+        if isinstance(func, cst.Name):
+            if func.value in _HARMLESS_BUILTINS:
+                return None
+            callee = self.ctx.value_of(func)
+            if callee.kind in TENSOR_KINDS or callee.kind in (Kind.MODULE, Kind.NUMBER):
+                return None  # a module's forward (an in-file one is resolved above)
+            return _OpaqueCall(func.value, self._arg_roots(node), self._holds_parameters(node))
+        roots = self._arg_roots(node)
+        name = ""
+        if isinstance(func, cst.Attribute):
+            name = func.attr.value
+            receiver = self.ctx.value_of(func.value)
+            if receiver.kind in TENSOR_KINDS or receiver.kind in (Kind.NUMBER, Kind.COLLECTION, Kind.OPTIMIZER):
+                return None
+            if receiver.kind is Kind.MODULE and receiver.cls is None:
+                return None  # built-in module methods (zero_grad is handled as zeroing)
+            if name in _HARMLESS_METHODS:
+                return None
+            stored = receiver.cls.attr(name) if receiver.cls is not None else None
+            if stored is not None:
+                # `self.model(x)`: an object kept on the instance, not a method; it gets only its arguments.
+                if stored.kind in TENSOR_KINDS or (stored.kind is Kind.MODULE and stored.cls is None):
+                    return None
+                return _OpaqueCall(name, roots, self._holds_parameters(node))
+            receiver_root = _root_name(func.value)
+            if receiver_root is not None:
+                roots = roots | {receiver_root}
+        elif self.ctx.value_of(func).kind is Kind.MODULE:
+            return None
+        return _OpaqueCall(name, roots, self._holds_parameters(node))
+
+    def _arg_roots(self, node: cst.Call) -> frozenset[str]:
+        roots = {_root_name(arg.value) for arg in node.args}
+        return frozenset(root for root in roots if root is not None)
+
+    def _holds_parameters(self, node: cst.Call) -> bool:
+        for arg in node.args:
+            value = self.ctx.value_of(arg.value)
+            if value.kind in (Kind.MODULE, Kind.OPTIMIZER, Kind.OBJECT, Kind.LEAF):
+                return True
+            if value.kind is Kind.COLLECTION and (
+                "named-parameters" in value.tags or (value.element is not None and value.element.kind is Kind.LEAF)
+            ):
+                return True
+        return False
+
+    # ------------------------------------------------------------ judgement
+    def finish(self) -> None:
+        failing = [loop for loop in self._order if self._fails(loop)]
+        has_failing_inner: set[int] = set()
+        for loop in failing:
+            parent = loop.parent
+            while parent is not None:
+                has_failing_inner.add(id(parent))
+                parent = parent.parent
+        for loop in failing:
+            if id(loop) not in has_failing_inner:
+                self._report(loop)
+
+    def _own_updates(self, loop: _Loop) -> list[_Update]:
+        """Updates in the loop body of something that is not re-created in each iteration."""
+        bound = loop.facts.bound
+        return [u for u in loop.facts.updates if u.key not in bound and u.root not in bound]
+
+    def _fails(self, loop: _Loop) -> bool:
+        facts = loop.facts
+        backward, updates, zeroes = facts.backward, list(self._own_updates(loop)), facts.zeroes
+        opaque = list(facts.opaque)
+        for helper in self._helpers_of(facts):
+            summary = self._functions.get(id(helper))
+            if summary is None:
+                continue
+            backward = backward or summary.backward_outside_loops
+            updates.extend(summary.updates_outside_loops)
+            zeroes = zeroes or summary.zeroes
+            opaque.extend(summary.opaque)
+        if not backward or not updates or zeroes:
+            return False
+        roots = {u.root for u in updates if u.root is not None}
+        return not any(call.may_zero(roots) for call in opaque)
+
+    def _helpers_of(self, facts: _Facts) -> list[FunctionInfo]:
+        """Helpers called from the body, and the helpers they call, transitively."""
+        seen: dict[int, FunctionInfo] = {}
+        todo = list(facts.helpers)
+        while todo:
+            helper = todo.pop()
+            if id(helper) in seen:
+                continue
+            seen[id(helper)] = helper
+            summary = self._functions.get(id(helper))
+            if summary is not None:
+                todo.extend(summary.helpers)
+        return list(seen.values())
+
+    def _report(self, loop: _Loop) -> None:
+        updates = self._own_updates(loop)
+        optimizers = sorted({u.optimizer for u in updates if u.optimizer is not None})
+        if optimizers:
+            what = " and ".join(f"`{name}.step()`" for name in optimizers)
+            remedy = f"call `{optimizers[0]}.zero_grad()` in the loop" if len(optimizers) == 1 else "zero each optimizer's gradients in the loop"
+        else:
+            what = "updates the parameters from `.grad`"
+            remedy = "reset the gradients in the loop (`w.grad = None`)"
+        message = (
+            f"this loop calls `backward()` and {what} but never zeroes the gradients: `backward()` adds "
+            f"into `.grad`, so each update uses the sum of all gradients so far; {remedy}"
+        )
+        self.report(loop.node, message, self._fix(loop, updates))
+
+    # ------------------------------------------------------------ fixes
+    def _fix(self, loop: _Loop, updates: list[_Update]) -> Fix | None:
+        if not updates:
+            return None
+        if all(u.optimizer is not None for u in updates):
+            return self._zero_grad_fix(loop, updates)
+        if all(u.optimizer is None for u in updates):
+            return self._set_to_none_fix(loop, updates)
+        return None
+
+    def _zero_grad_fix(self, loop: _Loop, updates: list[_Update]) -> Fix | None:
+        keys = {u.key for u in updates}
+        if len(keys) != 1:
+            return None
+        key = keys.pop()
+        body = loop.node.body
+        if key is None or not isinstance(body, cst.IndentedBlock) or not body.body:
+            return None
+        root = key.split(".")[0]
+        if root in loop.facts.bound or root in loop.facts.nested_targets:
+            return None  # the optimizer is not known at the top of the body
+        call = cst.parse_expression(f"{key}.zero_grad()")
+        line = cst.SimpleStatementLine(body=[cst.Expr(call)])
+        first = body.body[0]
+        return Fix(f"call `{key}.zero_grad()` at the top of the loop", ((first, cst.FlattenSentinel([line, first])),))
+
+    def _set_to_none_fix(self, loop: _Loop, updates: list[_Update]) -> Fix | None:
+        replacements = []
+        order = _BodyOrder(loop.node.body)
+        for update in updates:
+            line = update.line
+            if not isinstance(line, cst.SimpleStatementLine) or not update.grad_owners:
+                return None
+            if any(order.unsafe_to_reset(owner, line) for owner in update.grad_owners):
+                return None
+            resets = [cst.parse_statement(f"{owner}.grad = None\n") for owner in update.grad_owners]
+            replacements.append((line, cst.FlattenSentinel([line, *resets])))
+        if len({id(old) for old, _ in replacements}) != len(replacements):
+            return None
+        owners = ", ".join(f"`{o}.grad`" for u in updates for o in u.grad_owners)
+        return Fix(f"set {owners} to None after the update", tuple(replacements))
+
+
+def _bound_names(target: cst.BaseExpression) -> set[str]:
+    if isinstance(target, (cst.Tuple, cst.List)):
+        names: set[str] = set()
+        for element in target.elements:
+            names |= _bound_names(element.value)
+        return names
+    if isinstance(target, cst.StarredElement):
+        return _bound_names(target.value)
+    key = dotted_name(target)
+    return {key} if key is not None else set()
+
+
+class _BodyOrder(cst.CSTVisitor):
+    """Document order of ``backward()`` calls, ``.grad`` reads and statement lines in a loop body."""
+
+    def __init__(self, body: cst.BaseSuite) -> None:
+        self.events: list[tuple[str, object]] = []
+        body.visit(self)
+
+    def visit_SimpleStatementLine(self, node: cst.SimpleStatementLine) -> None:
+        self.events.append(("line", node))
+
+    def visit_Call(self, node: cst.Call) -> None:
+        if isinstance(node.func, cst.Attribute) and node.func.attr.value == "backward":
+            self.events.append(("backward", node))
+
+    def visit_Attribute(self, node: cst.Attribute) -> None:
+        if node.attr.value == "grad":
+            self.events.append(("grad", dotted_name(node.value)))
+
+    def unsafe_to_reset(self, owner: str, line: cst.SimpleStatementLine) -> bool:
+        """Resetting ``owner.grad`` right after ``line`` breaks a read of it later in the
+        iteration, or in the next one before ``backward()`` recreates it."""
+        start = next(i for i, (kind, node) in enumerate(self.events) if kind == "line" and node is line)
+        end = start + 1
+        while end < len(self.events) and self.events[end][0] != "line":
+            end += 1  # events inside the update line itself
+        if any(kind == "grad" and name == owner for kind, name in self.events[end:]):
+            return True
+        for kind, name in self.events:
+            if kind == "backward":
+                return False
+            if kind == "grad" and name == owner:
+                return True
+        return True

@@ -1,0 +1,61 @@
+"""Which tensors an op saves for backward: the measured table ``rules/_saved_tensors.toml``.
+
+The table is data, kept in one place (the rule book) and shipped in the wheel
+next to the rule pages; ``tests/test_saved_tensors.py`` re-derives it from torch.
+It is loaded on first use only, so linting files that never need it stays cheap.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass
+from functools import cache
+
+from torchlint.rulebook import rulebook_dir
+
+TABLE_FILE = "_saved_tensors.toml"
+
+# What an op (or an nn module) saves for backward.
+OUTPUT = "output"  # its result
+INPUT = "input"  # its tensor input
+BOTH = "both"  # input and result
+OTHER_OPERAND = "other-operand"  # binary: each operand only when the other requires grad
+DIVISOR = "divisor"  # a / b: a iff b requires grad; b whenever either does
+OPERANDS = "operands"  # binary: both operands whenever either requires grad
+NOTHING = "nothing"
+SAVES = frozenset({OUTPUT, INPUT, BOTH, OTHER_OPERAND, DIVISOR, OPERANDS, NOTHING})
+
+
+@dataclass(frozen=True)
+class SavedTensorTable:
+    ops: Mapping[str, str]  # torch.NAME / x.NAME / F.NAME, operators as add/mul/pow/...
+    modules: Mapping[str, str]  # nn.NAME
+
+    def op(self, name: str) -> str | None:
+        return self.ops.get(name)
+
+    def module(self, name: str) -> str | None:
+        return self.modules.get(name)
+
+
+def _load_toml(data: bytes) -> dict:
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover - the tomli dependency is declared for Python < 3.11
+        import tomli as tomllib
+    return tomllib.loads(data.decode("utf-8"))
+
+
+@cache
+def saved_tensor_table() -> SavedTensorTable:
+    """The table, parsed once per process."""
+    raw = _load_toml((rulebook_dir() / TABLE_FILE).read_bytes())
+    sections = {}
+    for section in ("ops", "modules"):
+        entries = raw.get(section, {})
+        unknown = {key: value for key, value in entries.items() if value not in SAVES}
+        if unknown:
+            raise ValueError(f"{TABLE_FILE} [{section}]: unknown values {unknown}")
+        sections[section] = dict(entries)
+    return SavedTensorTable(sections["ops"], sections["modules"])
