@@ -35,6 +35,9 @@ class NonleafParameter(Rule):
     def visit_Assign(self, node: cst.Assign) -> None:
         for target in node.targets:
             self._check_creation(target.target, node.value)
+            name = dotted_name(target.target) or ""
+            if "param" in name.rsplit(".", 1)[-1].lower():
+                self._check_listed_as_parameters(node.value)
         if len(node.targets) == 1:
             self._note_rebinding(node.targets[0].target, node.value)
 
@@ -54,12 +57,13 @@ class NonleafParameter(Rule):
         if self.ctx.value_of(value).kind is Kind.LEAF:
             return  # e.g. `.cpu()` / `.float()` on a CPU float32 tensor returns the leaf itself
         finding = (value, self.ctx.statement, self._creation_fix(value, creation))
-        if key.startswith("self.") and key.count(".") == 1:
-            # Stored on an object: meant as one of its trainable parameters.
+        if self.ctx.qualify(creation.func) == PARAMETER:
+            # An nn.Parameter is meant to be trained; the op turned it into a plain tensor.
             self._report_creation(*finding)
         else:
-            # A local tensor that requires grad may just be an input that needs a graph;
-            # it is a mistake once it is used as a leaf (`.grad` read, optimizer).
+            # A tensor created with requires_grad=True may just be an input that needs a
+            # graph (e.g. for torch.autograd.grad); it is a mistake once it is used as a
+            # leaf: `.grad` read, handed to an optimizer or listed as a parameter.
             self._unused_creations[key] = finding
 
     def _report_creation(self, value: cst.BaseExpression, statement: cst.CSTNode | None, fix) -> None:
@@ -195,18 +199,24 @@ class NonleafParameter(Rule):
 
     def visit_Call(self, node: cst.Call) -> None:
         qualified = self.ctx.qualify(node.func) or ""
-        if not qualified.startswith("torch.optim.") or not node.args:
-            return
-        params = node.args[0].value
-        if isinstance(params, (cst.List, cst.Tuple)):
-            for element in params.elements:
+        if qualified.startswith("torch.optim.") and node.args:
+            self._check_listed_as_parameters(node.args[0].value)
+
+    def visit_Return(self, node: cst.Return) -> None:
+        function = self.ctx.function
+        if function is not None and function.name == "parameters" and node.value is not None:
+            self._check_listed_as_parameters(node.value)
+
+    def _check_listed_as_parameters(self, collection: cst.BaseExpression) -> None:
+        if isinstance(collection, (cst.List, cst.Tuple)):
+            for element in collection.elements:
                 self._check_use_as_leaf(element.value)
 
     def _check_use_as_leaf(self, expr: cst.BaseExpression) -> None:
         key = dotted_name(expr)
         if key is None:
             return
-        current = self.ctx.value_of_key(key)
+        current = self.ctx.value_of(expr)
         if key in self._unused_creations:
             value, statement, fix = self._unused_creations[key]
             if current.origin is value:
