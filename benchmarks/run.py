@@ -13,8 +13,8 @@ Corpora (prepared under --workdir, reused between runs):
 - torch: the installed torch package's own .py files.
 
 Each tool runs as a separate process (median wall time of --repeat runs).  CPU
-time and the largest process's peak RSS come from ``wait4``; "all procs" is the
-sum of the RSS of the process tree, sampled (needs psutil).  torchlint "cold"
+time comes from ``wait4`` (workers included); peak RSS is sampled every 20 ms with
+psutil: the largest single process, and the sum over the process tree.  torchlint "cold"
 starts from an empty cache directory, "warm" re-runs with that cache and no
 change, "edit1" after changing one file.  ruff (``--select ALL``, ``--select F``)
 and TorchFix run when installed (``--torchfix PATH`` points at an executable
@@ -24,6 +24,7 @@ in another environment; TorchFix pins an older libcst).
 from __future__ import annotations
 
 import argparse
+import hashlib
 import os
 import shutil
 import statistics
@@ -110,9 +111,9 @@ def torch_corpus(workdir: Path) -> Corpus | None:
 class Run:
     wall: float
     cpu: float
-    max_rss_mb: float  # the largest single process (wait4)
+    max_rss_mb: float | None  # the largest single process (sampled), None without psutil
     tree_rss_mb: float | None  # all processes at once (sampled), None without psutil
-    stdout: bytes = b""
+    stdout_digest: str = ""  # to compare outputs without keeping them in memory
 
 
 @dataclass
@@ -130,8 +131,9 @@ class Row:
         return statistics.median(r.cpu for r in self.runs)
 
     @property
-    def rss(self) -> float:
-        return max(r.max_rss_mb for r in self.runs)
+    def rss(self) -> float | None:
+        values = [r.max_rss_mb for r in self.runs if r.max_rss_mb is not None]
+        return max(values) if values else None
 
     @property
     def tree_rss(self) -> float | None:
@@ -144,15 +146,22 @@ def measure(command: list[str], cwd: Path) -> Run:
     process = subprocess.Popen(command, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
     sampler = _TreeSampler(process.pid)
     sampler.start()
-    chunks: list[bytes] = []
-    reader = threading.Thread(target=lambda: chunks.append(process.stdout.read()))  # type: ignore[union-attr]
+    digest = hashlib.sha256()
+
+    def read() -> None:  # ruff --select ALL prints megabytes: hash them, do not keep them
+        for chunk in iter(lambda: process.stdout.read(1 << 16), b""):  # type: ignore[union-attr]
+            digest.update(chunk)
+
+    reader = threading.Thread(target=read)
     reader.start()
+    # CPU time from wait4 includes the workers the process waited for.  (Its ru_maxrss
+    # is not used: after vfork+exec it also counts this launcher's memory.)
     _, _, usage = os.wait4(process.pid, 0)
     wall = time.perf_counter() - start
     process.returncode = 0  # reaped by wait4
     reader.join()
     sampler.stop()
-    return Run(wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024, sampler.peak_mb, b"".join(chunks))
+    return Run(wall, usage.ru_utime + usage.ru_stime, sampler.largest_mb, sampler.peak_mb, digest.hexdigest())
 
 
 class _TreeSampler(threading.Thread):
@@ -162,6 +171,7 @@ class _TreeSampler(threading.Thread):
         super().__init__(daemon=True)
         self.pid = pid
         self.peak_mb: float | None = None
+        self.largest_mb: float | None = None
         self._done = threading.Event()
 
     def run(self) -> None:
@@ -173,20 +183,21 @@ class _TreeSampler(threading.Thread):
             root = psutil.Process(self.pid)
         except psutil.Error:
             return
-        peak = 0
+        peak = largest = 0
         while not self._done.is_set():
             try:
-                total = root.memory_info().rss
+                sizes = [root.memory_info().rss]
                 for child in root.children(recursive=True):
                     try:
-                        total += child.memory_info().rss
+                        sizes.append(child.memory_info().rss)
                     except psutil.Error:
                         pass
             except psutil.Error:
                 break
-            peak = max(peak, total)
+            peak, largest = max(peak, sum(sizes)), max(largest, *sizes)
             self._done.wait(0.02)
         self.peak_mb = peak / 2**20 if peak else None
+        self.largest_mb = largest / 2**20 if largest else None
 
     def stop(self) -> None:
         self._done.set()
@@ -244,7 +255,7 @@ def bench_corpus(corpus: Corpus, args: argparse.Namespace, workdir: Path) -> lis
     if not args.smoke:
         row("torchlint --no-cache", torchlint_command(corpus, None))
     # Same output whatever the cache and the number of workers.
-    outputs = {cold.runs[-1].stdout, warm.runs[-1].stdout, serial.runs[-1].stdout}
+    outputs = {cold.runs[-1].stdout_digest, warm.runs[-1].stdout_digest, serial.runs[-1].stdout_digest}
     if len(outputs) != 1:
         raise SystemExit(f"torchlint output differs between cold, warm and -j1 runs on {corpus.name}")
     if args.smoke:
@@ -266,9 +277,10 @@ def print_table(rows: list[Row]) -> None:
     print("|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         tree = f"{r.tree_rss:.0f}" if r.tree_rss is not None else "-"
+        largest = f"{r.rss:.0f}" if r.rss is not None else "-"
         print(
             f"| {r.corpus.name} | {r.corpus.files} | {r.corpus.lines} | {r.tool} | {r.wall:.2f} | {r.cpu:.2f} | "
-            f"{r.corpus.lines / r.wall:,.0f} | {r.rss:.0f} | {tree} |"
+            f"{r.corpus.lines / r.wall:,.0f} | {largest} | {tree} |"
         )
     print()
     by = {(r.corpus.name, r.tool): r for r in rows}

@@ -40,6 +40,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tarfile
 import time
 import zipfile
 from collections import Counter, defaultdict
@@ -66,7 +67,20 @@ PINNED = {
     "pytorch-ignite": "0.5.5",
     "skorch": "1.4.0",
     "trl": "1.16.0",
+    "stable-baselines3": "2.9.2",
+    "torchtune": "0.6.1",  # its wheel ships the fine-tuning recipes (training scripts)
+    # Code that handles leaves and gradients by hand: adversarial attacks, attribution, meta-learning
+    # (learn2learn and advertorch publish only sdists, which include their examples and tests).
+    "torchattacks": "3.5.1",
+    "captum": "0.9.0",
+    "learn2learn": "0.2.0",
+    "advertorch": "0.2.3",
+    # Source distributions, for their example training scripts (see SDIST).
+    "opacus": "1.6.0",
+    "pyro-ppl": "1.9.2",
 }
+# Fetched as source distributions (``--no-binary NAME``): their examples are not in the wheel.
+SDIST = frozenset({"opacus", "pyro-ppl"})
 
 VERDICTS = {"real": "real", "real bug": "real", "bug": "real", "tp": "real",
             "fp": "fp", "false positive": "fp", "false-positive": "fp",
@@ -89,46 +103,71 @@ def _normalize(name: str) -> str:
     return re.sub(r"[-_.]+", "_", name).lower()
 
 
-def find_wheel(wheels: Path, name: str, version: str) -> Path | None:
-    prefix = f"{_normalize(name)}-{version}-"
-    for wheel in sorted(wheels.glob("*.whl")):
-        if _normalize(wheel.name.split("-", 1)[0]) + "-" + wheel.name.split("-", 2)[1] + "-" == prefix:
-            return wheel
+ARCHIVE_SUFFIXES = (".whl", ".tar.gz", ".zip")
+
+
+def find_archive(archives: Path, name: str, version: str, sdist: bool = False) -> Path | None:
+    """The downloaded wheel (or sdist, for projects that publish no wheel) of ``name==version``."""
+    for archive in sorted(archives.iterdir()) if archives.is_dir() else ():
+        suffix = next((s for s in ARCHIVE_SUFFIXES if archive.name.endswith(s)), None)
+        if suffix is None or (sdist and suffix == ".whl"):
+            continue
+        stem = archive.name[: -len(suffix)]
+        if suffix == ".whl":  # name-version-tags: the name has no "-" (wheels normalise it to "_")
+            project, found_version = stem.split("-")[:2]
+        else:  # name-version, where the name may contain "-"
+            project, _, found_version = stem.rpartition("-")
+        if _normalize(project) == _normalize(name) and found_version == version:
+            return archive
     return None
 
 
-def download(wheels: Path, name: str, version: str) -> Path:
-    wheel = find_wheel(wheels, name, version)
-    if wheel is not None:
-        return wheel
-    wheels.mkdir(parents=True, exist_ok=True)
-    command = [sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":none:",
-               "-d", str(wheels), f"{name}=={version}"]
+def download(archives: Path, name: str, version: str) -> Path:
+    sdist = name in SDIST
+    archive = find_archive(archives, name, version, sdist)
+    if archive is not None:
+        return archive
+    archives.mkdir(parents=True, exist_ok=True)
+    command = [sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", name if sdist else ":none:",
+               "-d", str(archives), f"{name}=={version}"]
     print("$", " ".join(command), file=sys.stderr)
     subprocess.run(command, check=True, stdout=subprocess.DEVNULL)
-    wheel = find_wheel(wheels, name, version)
-    if wheel is None:
-        raise SystemExit(f"pip download did not produce a wheel for {name}=={version} in {wheels}")
-    return wheel
+    archive = find_archive(archives, name, version, sdist)
+    if archive is None:
+        raise SystemExit(f"pip download did not produce an archive for {name}=={version} in {archives}")
+    return archive
 
 
-def unpack(wheel: Path, target: Path) -> None:
-    """Extract the wheel's Python sources (once; a marker file records completion)."""
+def _archive_members(archive: Path) -> Iterable[tuple[str, bytes]]:
+    """(path, content) of every Python file; an sdist's top directory (``name-version/``) is dropped."""
+    if archive.name.endswith(".tar.gz"):
+        with tarfile.open(archive) as tar:
+            for member in tar:
+                if member.isfile() and member.name.endswith(".py"):
+                    handle = tar.extractfile(member)
+                    if handle is not None:
+                        yield member.name.split("/", 1)[-1], handle.read()
+        return
+    with zipfile.ZipFile(archive) as zipped:
+        for name in zipped.namelist():
+            if name.endswith(".py") and ".dist-info/" not in name:
+                yield name, zipped.read(name)
+
+
+def unpack(archive: Path, target: Path) -> None:
+    """Extract the archive's Python sources (once; a marker file records completion)."""
     marker = target / ".unpacked"
     if marker.exists():
         return
     target.mkdir(parents=True, exist_ok=True)
     base = target.resolve()
-    with zipfile.ZipFile(wheel) as archive:
-        for member in archive.namelist():
-            if not member.endswith(".py") or ".dist-info/" in member:
-                continue
-            destination = (target / member).resolve()
-            if base not in destination.parents:  # never write outside the cache
-                continue
-            destination.parent.mkdir(parents=True, exist_ok=True)
-            destination.write_bytes(archive.read(member))
-    marker.write_text(wheel.name + "\n")
+    for member, data in _archive_members(archive):
+        destination = (target / member).resolve()
+        if base not in destination.parents:  # never write outside the cache
+            continue
+        destination.parent.mkdir(parents=True, exist_ok=True)
+        destination.write_bytes(data)
+    marker.write_text(archive.name + "\n")
 
 
 def python_files(root: Path, under: str = ".") -> list[str]:
@@ -142,9 +181,9 @@ def python_files(root: Path, under: str = ".") -> list[str]:
 
 
 def registry_codebase(name: str, version: str, cache: Path, wheels: Path) -> Codebase:
-    wheel = download(wheels, name, version)
+    archive = download(wheels, name, version)
     root = cache / f"{name}-{version}"
-    unpack(wheel, root)
+    unpack(archive, root)
     return Codebase(name, version, root, python_files(root))
 
 
@@ -262,9 +301,10 @@ def _flat_finding(item: dict) -> dict:
 
 
 # ----------------------------------------------------------------- results
-def finding_key(code: str, codebase: str, path: str, line: int, source: str) -> str:
+def finding_key(code: str, codebase: str, path: str, line: int, col: int, source: str) -> str:
+    """``CODE|codebase|path|line:col|sha1(stripped source line)[:10]``."""
     digest = hashlib.sha1(source.strip().encode()).hexdigest()[:10]
-    return f"{code}|{codebase}|{path}|{line}|{digest}"
+    return f"{code}|{codebase}|{path}|{line}:{col}|{digest}"
 
 
 @dataclass
@@ -295,7 +335,7 @@ def lint_codebase(linter: Linter, codebase: Codebase, select: Sequence[str], job
             lines = line_cache[path]
             source = lines[raw["line"] - 1] if 0 < raw["line"] <= len(lines) else ""
             findings.append({
-                "key": finding_key(raw["code"], codebase.name, path, raw["line"], source),
+                "key": finding_key(raw["code"], codebase.name, path, raw["line"], raw["col"], source),
                 "codebase": codebase.name, "version": codebase.version, "path": path,
                 "line": raw["line"], "col": raw["col"], "code": raw["code"], "message": raw["message"],
                 "source": source.strip(),
@@ -318,7 +358,10 @@ def write_results(out: Path, stats: list[CodebaseStats], findings: list[dict], s
 
 def read_results(out: Path) -> tuple[list[str], list[CodebaseStats], list[dict]]:
     payload = json.loads(out.read_text())
-    return payload["select"], [CodebaseStats(**s) for s in payload["codebases"]], payload["findings"]
+    findings = payload["findings"]
+    for f in findings:  # keys are derived data: recompute them, so an older results file still matches
+        f["key"] = finding_key(f["code"], f["codebase"], f["path"], f["line"], f["col"], f["source"])
+    return payload["select"], [CodebaseStats(**s) for s in payload["codebases"]], findings
 
 
 # ----------------------------------------------------------------- triage
@@ -330,17 +373,21 @@ class Triage:
         self.verdicts: dict[str, dict] = {}
         if path.exists():
             self.verdicts = json.loads(path.read_text()).get("verdicts", {})
-        self._by_line: dict[tuple[str, str, str, str], str] = {}
+        # The same source line elsewhere in the same file: where a verdict moves when lines shift.
+        self._by_line: dict[tuple[str, str, str, str], list[str]] = defaultdict(list)
         for key in self.verdicts:
             code, codebase, file, _, digest = key.split("|")
-            self._by_line.setdefault((code, codebase, file, digest), key)
+            self._by_line[(code, codebase, file, digest)].append(key)
 
     def matching_key(self, finding: dict) -> str | None:
         """The verdict's key: the finding's own, or that of the same source line before it moved."""
         if finding["key"] in self.verdicts:
             return finding["key"]
-        code, codebase, file, _, digest = finding["key"].split("|")
-        return self._by_line.get((code, codebase, file, digest))
+        code, codebase, file, position, digest = finding["key"].split("|")
+        candidates = self._by_line.get((code, codebase, file, digest), [])
+        col = position.split(":")[-1]
+        same_col = [key for key in candidates if key.split("|")[3].split(":")[-1] == col]
+        return (same_col or candidates or [None])[0]
 
     def lookup(self, finding: dict) -> dict | None:
         key = self.matching_key(finding)
@@ -378,7 +425,8 @@ def print_summary(stats: Sequence[CodebaseStats], findings: Sequence[dict], sele
     print_table(header, rows)
 
 
-def print_precision(stats: Sequence[CodebaseStats], findings: Sequence[dict], triage: Triage) -> None:
+def print_precision(stats: Sequence[CodebaseStats], findings: Sequence[dict], triage: Triage,
+                    select: Sequence[str]) -> None:
     table: dict[tuple[str, str], Counter] = defaultdict(Counter)
     for finding in findings:
         verdict = _verdict_of(triage.lookup(finding))
@@ -402,7 +450,8 @@ def print_precision(stats: Sequence[CodebaseStats], findings: Sequence[dict], tr
     print_table(header, rows)
     codebases = {s.name for s in stats}
     matched = {triage.matching_key(f) for f in findings}
-    gone = [key for key in triage.verdicts if key not in matched and key.split("|")[1] in codebases]
+    gone = [key for key in triage.verdicts
+            if key not in matched and key.split("|")[1] in codebases and key.split("|")[0] in select]
     if gone:
         fixed = sum(1 for key in gone if _verdict_of(triage.verdicts[key]) == "fp")
         print(f"\n{len(gone)} triaged findings are no longer reported ({fixed} of them false positives).")
@@ -475,6 +524,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--wheels", type=Path, default=DEFAULT_WHEELS, help=f"where wheels are downloaded (default {DEFAULT_WHEELS})")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help=f"findings JSON; a CSV is written next to it (default {DEFAULT_OUT})")
     parser.add_argument("--torchlint", help="command to run instead of `torchlint` (e.g. 'python -m torchlint')")
+    parser.add_argument("--format", choices=["auto", "json", "flake8"], default="auto",
+                        help="torchlint output to parse (default: json when torchlint supports it)")
     parser.add_argument("--jobs", type=int, default=1, help="torchlint processes run in parallel per codebase (default 1)")
     parser.add_argument("--reuse", action="store_true", help="read findings from --out instead of linting again")
     parser.add_argument("--triage", type=Path, nargs="?", const=DEFAULT_TRIAGE,
@@ -500,6 +551,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         findings = [f for f in findings if f["codebase"] in names]
     else:
         linter = Linter.detect(args.torchlint.split() if args.torchlint else None)
+        if args.format != "auto":
+            linter.json_output = args.format == "json"
         select = args.select.split(",") if args.select else linter.default_rules()
         print(f"torchlint: {' '.join(linter.command)} --select {','.join(select)} "
               f"--format {'json' if linter.json_output else 'flake8'} {' '.join(linter.extra_args)}", file=sys.stderr)
@@ -532,7 +585,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     print_summary(stats, findings, select)
     if triage is not None:
         print()
-        print_precision(stats, findings, triage)
+        print_precision(stats, findings, triage, select)
     return 0
 
 

@@ -26,3 +26,16 @@ def expected_findings(source: str) -> set[tuple[int, int | None, str]]:
 @pytest.fixture
 def root() -> Path:
     return ROOT
+
+
+# ---------------------------------------------------------------- fuzzing (test_fuzz.py, test_mutants.py)
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--fuzz-long", action="store_true", default=False,
+        help="run the property-based fuzz tests with many more examples (minutes instead of seconds)",
+    )
+
+
+@pytest.fixture
+def fuzz_long(request: pytest.FixtureRequest) -> bool:
+    return bool(request.config.getoption("--fuzz-long"))

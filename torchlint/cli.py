@@ -150,7 +150,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_ERROR
     if args.add_noqa:
         return _add_noqa(args, settings, rules)
-    return _lint(args, settings, rules)
+    try:
+        return _lint(args, settings, rules)
+    except KeyboardInterrupt:  # files are written atomically: each is unchanged or fully fixed
+        print("torchlint: interrupted", file=sys.stderr)
+        return 130
 
 
 def _discover(args: argparse.Namespace, settings: Settings):

@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import ast
 import functools
-from collections.abc import Sequence
+import re
+import threading
+import warnings
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -105,12 +108,94 @@ def _token_index(rules: tuple[type[Rule], ...]) -> tuple[frozenset[type[Rule]], 
 
 
 def parse(source: str) -> cst.Module:
+    rejected = _check_nesting(source)
     try:
-        return cst.parse_module(source)
+        return cst.parse_module(source) if rejected is None else _parse_on_large_stack(source)
     except cst.ParserSyntaxError as error:
-        raise SourceError(f"syntax error: {error.message}", error.raw_line, error.raw_column + 1) from None
+        if rejected is not None:  # both parsers reject it: CPython's message is the familiar one
+            raise SourceError(f"syntax error: {rejected.msg}", rejected.lineno, rejected.offset) from None
+        raise SourceError(
+            f"cannot analyse this code: libcst's parser rejects it ({error.message})",
+            error.raw_line,
+            error.raw_column + 1,
+        ) from None
     except RecursionError:
-        raise SourceError("too deeply nested to analyse") from None
+        raise SourceError(_TOO_DEEP) from None
+
+
+# Deepest syntax tree analysed.  Real code stays under 100 levels (94 is the
+# deepest in torch, transformers, diffusers, timm and lightning); libcst's native
+# parser slows down quadratically with depth (seconds at 1000 levels) and
+# overflows the C stack (a segfault) at a few thousand.
+MAX_NESTING = 400
+_TOO_DEEP = "too deeply nested to analyse"
+_DEEPER_THAN_MAX = f"{_TOO_DEEP} (more than {MAX_NESTING} levels)"
+_BOOLEAN_OPERATOR = re.compile(r"\b(?:and|or)\b")
+# Stack for libcst's parser when the depth could not be measured first.
+_PARSER_STACK_BYTES = 512 * 1024 * 1024
+
+
+def _check_nesting(source: str) -> SyntaxError | None:
+    """Refuse sources nested too deeply for libcst (``SourceError``).
+
+    CPython's own parser measures the depth safely (it raises instead of
+    crashing).  Returns CPython's error when it cannot parse the source (a syntax
+    error, or syntax newer than this interpreter): the depth is then unknown.
+    """
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # invalid escape sequences and the like
+            tree = ast.parse(source)
+    except (RecursionError, MemoryError):  # MemoryError: "too complex to parse"
+        raise SourceError(_DEEPER_THAN_MAX) from None
+    except SyntaxError as error:
+        if "too many nested" in (error.msg or ""):
+            raise SourceError(f"syntax error: {error.msg}", error.lineno, error.offset) from None
+        return error
+    except ValueError as error:  # NUL bytes
+        return SyntaxError(str(error))
+    if _depth(tree) > MAX_NESTING:
+        raise SourceError(_DEEPER_THAN_MAX)
+    # ``a and b and c`` is one node in CPython's tree but a nested chain in libcst's.
+    if len(_BOOLEAN_OPERATOR.findall(source)) > MAX_NESTING and any(
+        isinstance(node, ast.BoolOp) and len(node.values) > MAX_NESTING for node in ast.walk(tree)
+    ):
+        raise SourceError(_DEEPER_THAN_MAX)
+    return None
+
+
+def _depth(tree: ast.AST) -> int:
+    depth, level = 0, [tree]
+    children = ast.iter_child_nodes
+    while level:
+        depth += 1
+        level = [child for node in level for child in children(node)]
+    return depth
+
+
+def _parse_on_large_stack(source: str) -> cst.Module:
+    """``cst.parse_module`` in a thread with a large stack: deep nesting cannot crash it."""
+    outcome: dict[str, object] = {}
+
+    def run() -> None:
+        try:
+            outcome["module"] = cst.parse_module(source)
+        except BaseException as error:  # re-raised in the calling thread
+            outcome["error"] = error
+
+    try:
+        previous = threading.stack_size(_PARSER_STACK_BYTES)
+    except (ValueError, RuntimeError):  # the platform does not allow it
+        return cst.parse_module(source)
+    try:
+        thread = threading.Thread(target=run, name="torchlint-parse", daemon=True)
+        thread.start()
+    finally:
+        threading.stack_size(previous)
+    thread.join()
+    if "error" in outcome:
+        raise outcome["error"]  # type: ignore[misc]
+    return outcome["module"]  # type: ignore[return-value]
 
 
 def lint_source(
@@ -125,6 +210,13 @@ def lint_source(
     ``respect_noqa`` False leaves line-level ``# noqa`` comments to the caller (flake8
     applies them itself); torchlint's own file-level ``# torchlint: noqa`` always counts.
     """
+    try:
+        return _lint_source(source, rules, options, respect_noqa)
+    except RecursionError:  # any of the tree walks (analysis, positions, audits)
+        raise SourceError(_TOO_DEEP) from None
+
+
+def _lint_source(source: str, rules: Sequence[type[Rule]], options: RuleOptions, respect_noqa: bool) -> LintResult:
     if file_is_exempt(source):
         return LintResult([])
     exempt = file_exempt_codes(source)
@@ -225,17 +317,22 @@ def fix_source(
     *,
     unsafe: bool = False,
 ) -> FixResult:
-    """Apply fixes in passes until nothing changes; the result always parses."""
+    """Apply fixes in passes until nothing changes; the result always parses.
+
+    Each pass applies the fixes that do not touch each other's code (see
+    ``_non_overlapping``); the rest are found again on the fixed code and applied
+    in a later pass, for at most ``MAX_FIX_PASSES`` passes.  A fix that produces
+    code that does not parse raises ``FixError`` naming its rule: nothing is fixed.
+    """
     applied: list[Finding] = []
-    original = source
+    original_is_valid = _is_valid_python(source)
     result = lint_source(source, rules, options)
     for _ in range(MAX_FIX_PASSES):
         candidates = [f for f in result.findings if fixable(f, unsafe)]
         if not candidates or result.module is None:
             break
         chosen = _non_overlapping(candidates)
-        new_source = apply_fixes(result.module, [f.fix for f in chosen if f.fix])
-        _check_parses(original, new_source, chosen)
+        new_source = _apply_checked(result.module, chosen, original_is_valid)
         if new_source == source:
             break
         applied.extend(chosen)
@@ -245,22 +342,41 @@ def fix_source(
 
 
 def _non_overlapping(findings: list[Finding]) -> list[Finding]:
-    """Fixes whose edited regions do not overlap; the rest wait for the next pass."""
+    """Fixes that can be applied together; the rest wait for the next pass.
+
+    Two fixes conflict when they touch a common line (the reported lines), or
+    when a node one of them replaces lies inside a node the other replaces (the
+    outer replacement would silently drop the inner one).
+    """
     chosen: list[Finding] = []
-    taken: list[tuple[tuple[int, int], tuple[int, int]]] = []
+    taken_lines: list[tuple[int, int]] = []
+    taken_nodes: set[int] = set()  # every node inside a chosen fix's replaced nodes
+    replaced_by_chosen: set[int] = set()
     for finding in findings:
-        span = _fix_span(finding)
-        if any(not (span[1] <= other[0] or other[1] <= span[0]) for other in taken):
+        if finding.fix is None:
             continue
-        taken.append(span)
+        lines = (finding.line, finding.end_line)
+        if any(lines[0] <= other[1] and other[0] <= lines[1] for other in taken_lines):
+            continue
+        replaced = {id(old) for old, _ in finding.fix.replacements}
+        inside = _subtree_ids(old for old, _ in finding.fix.replacements)
+        if replaced & taken_nodes or inside & replaced_by_chosen:
+            continue
         chosen.append(finding)
+        taken_lines.append(lines)
+        taken_nodes |= inside
+        replaced_by_chosen |= replaced
     return chosen
 
 
-def _fix_span(finding: Finding) -> tuple[tuple[int, int], tuple[int, int]]:
-    # The fix replaces nodes inside the reported statement (or the reported node);
-    # treat the whole lines as its region so two fixes never touch the same line.
-    return ((finding.line, 0), (finding.end_line, 1 << 30)) if finding.fix else ((0, 0), (0, 0))
+def _subtree_ids(nodes: Iterable[cst.CSTNode]) -> set[int]:
+    found: set[int] = set()
+    stack = list(nodes)
+    while stack:
+        node = stack.pop()
+        found.add(id(node))
+        stack.extend(node.children)
+    return found
 
 
 class _Replacer(cst.CSTTransformer):
@@ -272,27 +388,58 @@ class _Replacer(cst.CSTTransformer):
 
 
 def apply_fixes(module: cst.Module, fixes: Sequence[Fix]) -> str:
+    """The module's code with the fixes' replacements made (``FixError`` if too deep to rewrite)."""
     replacements: dict[int, object] = {}
     for fix in fixes:
         for old, new in fix.replacements:
             replacements[id(old)] = new
-    return module.visit(_Replacer(replacements)).code
-
-
-def _check_parses(original: str, new_source: str, chosen: list[Finding]) -> None:
-    codes = ", ".join(sorted({f.code for f in chosen}))
     try:
-        cst.parse_module(new_source)
+        return module.visit(_Replacer(replacements)).code
+    except RecursionError:
+        raise FixError(_TOO_DEEP) from None
+
+
+def _apply_checked(module: cst.Module, chosen: list[Finding], original_is_valid: bool) -> str:
+    """Apply the chosen fixes; ``FixError`` naming the culprits if the result does not parse."""
+    new_source = apply_fixes(module, [f.fix for f in chosen if f.fix])
+    problem = _parse_problem(new_source, original_is_valid)
+    if problem is None:
+        return new_source
+    # Name the fixes that break the code on their own (if none does, blame them all).
+    culprits = [
+        f for f in chosen if f.fix and _parse_problem(apply_fixes(module, [f.fix]), original_is_valid) is not None
+    ] or chosen
+    where = ", ".join(f"{f.code} at line {f.line}" for f in culprits)
+    raise FixError(f"the fix for {where} produced code that does not parse ({problem}); nothing is written")
+
+
+def _parse_problem(source: str, must_be_valid_python: bool) -> str | None:
+    """Why ``source`` does not parse, or None.  libcst must parse it; CPython too
+    when the original was valid for this interpreter."""
+    try:
+        cst.parse_module(source)
     except cst.ParserSyntaxError as error:
-        raise FixError(f"fix for {codes} produced code that does not parse: {error.message}") from None
+        return error.message
+    except RecursionError:
+        return "too deeply nested"
+    return _python_problem(source) if must_be_valid_python else None
+
+
+def _python_problem(source: str) -> str | None:
+    """Why this interpreter's own parser rejects ``source``, or None."""
     try:
-        ast.parse(original)
-    except SyntaxError:
-        return  # the original is not valid for this Python either; libcst's check must do
-    try:
-        ast.parse(new_source)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # invalid escape sequences and the like
+            ast.parse(source)
     except SyntaxError as error:
-        raise FixError(f"fix for {codes} produced code that does not parse: {error.msg}") from None
+        return f"{error.msg} at line {error.lineno}"
+    except (RecursionError, MemoryError, ValueError) as error:
+        return str(error) or type(error).__name__
+    return None
+
+
+def _is_valid_python(source: str) -> bool:
+    return _python_problem(source) is None
 
 
 def fix_edit(module: cst.Module, source: str, finding: Finding) -> tuple[tuple[int, int], tuple[int, int], str] | None:
@@ -317,7 +464,10 @@ def with_fix_edits(result: LintResult, source: str) -> list[Finding]:
         return result.findings
     findings: list[Finding] = []
     for finding in result.findings:
-        edit = fix_edit(result.module, source, finding) if finding.fix is not None else None
+        try:
+            edit = fix_edit(result.module, source, finding) if finding.fix is not None else None
+        except FixError:  # too deep to rewrite: report the finding without its edit
+            edit = None
         if edit is not None:
             (line, col), (end_line, end_col), content = edit
             finding = replace(finding, edits=(TextEdit(line, col, end_line, end_col, content),))

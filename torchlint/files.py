@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import fnmatch
+import hashlib
 import io
 import os
+import re
+import signal
 import stat
 import tempfile
 import tokenize
@@ -17,62 +21,180 @@ from torchlint.gitignore import GitIgnore
 PYTHON_SUFFIXES = (".py", ".pyi")
 LINTED_SUFFIXES = (*PYTHON_SUFFIXES, ".ipynb")  # what directory walks pick up
 
+# libcst needs about 250 bytes of memory per byte of source: bigger files are
+# refused (with an error naming them) so that memory stays bounded.  The largest
+# file in the torch package is 1.4 MB.
+MAX_SOURCE_BYTES = 4 * 1024 * 1024
+# Suffix of the temporary file a fix is written to before it replaces the original.
+TEMPORARY_SUFFIX = ".torchlint-tmp"
+
 
 class ReadError(Exception):
     """The file cannot be read or decoded."""
+
+
+class WriteError(OSError):
+    """A fixed file was not written (the original is untouched)."""
 
 
 @dataclass(frozen=True)
 class SourceFile:
     text: str
     encoding: str  # "utf-8-sig" when the file starts with a BOM
+    digest: str = ""  # of the bytes read: ``write_atomic`` refuses to replace a file changed since
+
+
+def _digest(data: bytes) -> str:
+    return hashlib.blake2b(data, digest_size=16).hexdigest()
 
 
 def decode(data: bytes) -> SourceFile:
-    if b"\0" in data[:8192]:
+    """The text of a Python source file, decoded as Python itself would (PEP 263)."""
+    if len(data) > MAX_SOURCE_BYTES:
+        raise ReadError(_too_large(len(data)))
+    if b"\0" in data:
         raise ReadError("binary file (contains NUL bytes)")
     try:
         encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
     except SyntaxError as error:
-        raise ReadError(f"cannot decode: {error.msg if hasattr(error, 'msg') else error}") from None
+        raise ReadError(_undecodable(data, getattr(error, "msg", str(error)))) from None
     try:
-        return SourceFile(data.decode(encoding), encoding)
-    except (UnicodeDecodeError, LookupError) as error:
-        raise ReadError(f"cannot decode as {encoding}: {error}") from None
+        return SourceFile(data.decode(encoding), encoding, _digest(data))
+    except UnicodeDecodeError as error:
+        raise ReadError(_undecodable(data, f"not valid {_ENCODING_NAMES.get(encoding, encoding)}", error.start)) from None
+    except LookupError:
+        raise ReadError(f"unknown encoding {encoding!r} in the coding declaration") from None
+
+
+def _too_large(size: int) -> str:
+    return f"file too large to analyse ({size / 2**20:.1f} MiB; the limit is {MAX_SOURCE_BYTES // 2**20} MiB)"
+
+
+def _undecodable(data: bytes, reason: str, offset: int | None = None) -> str:
+    """Why ``data`` cannot be decoded, pointing at the first bad byte."""
+    if offset is None:
+        try:
+            data.decode("utf-8")
+            return f"cannot decode: {reason}"
+        except UnicodeDecodeError as error:
+            offset, reason = error.start, "not valid UTF-8"
+    if not _CODING_COOKIE.search(b"".join(data.splitlines(keepends=True)[:2])):
+        reason += " and there is no coding declaration"
+    line = data.count(b"\n", 0, offset) + 1
+    column = offset - (data.rfind(b"\n", 0, offset) + 1) + 1
+    return f"cannot decode: {reason} (byte 0x{data[offset]:02x} at line {line}, column {column})"
+
+
+_ENCODING_NAMES = {"utf-8": "UTF-8", "utf-8-sig": "UTF-8"}
+_CODING_COOKIE = re.compile(rb"^[ \t\f]*#.*?coding[:=]", re.MULTILINE)
 
 
 def read_source(path: str | Path) -> SourceFile:
+    """Read and decode a source file; any problem is a ``ReadError`` with a one-line reason."""
     try:
-        with open(path, "rb") as handle:
-            data = handle.read()
+        # O_NONBLOCK: opening a FIFO must not wait for a writer (regular files ignore it).
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0))
+    except OSError as error:
+        raise ReadError(error.strerror or str(error)) from None
+    try:
+        with os.fdopen(fd, "rb") as handle:
+            info = os.fstat(handle.fileno())
+            if not stat.S_ISREG(info.st_mode):
+                raise ReadError("not a regular file")
+            if info.st_size > MAX_SOURCE_BYTES:
+                raise ReadError(_too_large(info.st_size))
+            data = handle.read(MAX_SOURCE_BYTES + 1)  # the file may have grown since fstat
     except OSError as error:
         raise ReadError(error.strerror or str(error)) from None
     return decode(data)
 
 
-def write_atomic(path: str | Path, text: str, encoding: str) -> None:
+def write_atomic(path: str | Path, text: str, encoding: str, *, original: SourceFile | None = None) -> None:
     """Replace ``path`` with ``text`` so that readers see the old or the new file, never a mix.
 
-    The temporary file lives in the same directory (same filesystem), is fsynced,
-    gets the original's permission bits, then atomically replaces it.
+    The temporary file lives in the same directory as the real file (a symlink is
+    followed, not replaced), is fsynced, gets the original's permission bits and
+    (where allowed) owner, then atomically replaces it.  SIGINT and SIGTERM are held
+    back meanwhile, so an interrupted run leaves neither a half-written file nor a
+    stray temporary one.  With ``original`` (what the fix was computed from), a file
+    that changed on disk since it was read is left alone: ``WriteError``.
     """
-    path = Path(path)
-    data = text.encode(encoding)
-    mode = stat.S_IMODE(os.stat(path).st_mode)
-    fd, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".torchlint-tmp")
+    target = Path(os.path.realpath(path))
     try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.chmod(temporary, mode)
-        os.replace(temporary, path)
-    except BaseException:
+        data = text.encode(encoding)
+    except UnicodeEncodeError as error:
+        raise WriteError(f"the fixed code cannot be encoded as {encoding} ({error.reason}); nothing is written") from None
+    info = os.stat(target)
+    with _signals_held():
+        fd, temporary = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=TEMPORARY_SUFFIX)
         try:
-            os.unlink(temporary)
-        except OSError:
-            pass
-        raise
+            with os.fdopen(fd, "wb") as handle:
+                handle.write(data)
+                handle.flush()
+                os.fsync(handle.fileno())
+            _copy_metadata(temporary, info)
+            if original is not None and original.digest and not _still(target, original.digest, data):
+                os.unlink(temporary)
+                return
+            os.replace(temporary, target)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(temporary)
+            raise
+    _fsync_directory(target.parent)
+
+
+def _copy_metadata(temporary: str, info: os.stat_result) -> None:
+    os.chmod(temporary, stat.S_IMODE(info.st_mode))
+    if hasattr(os, "chown"):
+        with contextlib.suppress(OSError):  # only root may give a file away; keep what we can
+            os.chown(temporary, info.st_uid, info.st_gid)
+
+
+def _still(target: Path, digest: str, new_data: bytes) -> bool:
+    """True if ``target`` still holds what was read; False if it already holds the fixed
+    code (another run wrote it); ``WriteError`` if it changed in any other way."""
+    try:
+        with open(target, "rb") as handle:
+            current = handle.read(MAX_SOURCE_BYTES + 1)
+    except OSError as error:
+        raise WriteError(f"cannot re-read before replacing: {error.strerror or error}") from None
+    if _digest(current) == digest:
+        return True
+    if current == new_data:
+        return False
+    raise WriteError("the file changed on disk while it was being fixed; nothing is written (run again)")
+
+
+_HELD_SIGNALS = {getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, name)}
+
+
+@contextlib.contextmanager
+def _signals_held() -> Iterator[None]:
+    """Delay SIGINT/SIGTERM/SIGHUP until the block is done (where the OS allows)."""
+    if not hasattr(signal, "pthread_sigmask"):
+        yield
+        return
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, _HELD_SIGNALS)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+
+
+def _fsync_directory(directory: Path) -> None:
+    """Make the rename durable (POSIX); harmless where directories cannot be opened."""
+    flags = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0)
+    try:
+        fd = os.open(directory, flags)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
 
 
 def _excluded(name: str, relative: str, patterns: Sequence[str]) -> bool:

@@ -73,9 +73,11 @@ def wrap_in_no_grad(
         body=[new_statement.with_changes(semicolon=cst.MaybeSentinel.DEFAULT)],
         trailing_whitespace=line.trailing_whitespace,
     )
+    # The new header line ends like the line it replaces (files with mixed line endings).
+    header = cst.TrailingWhitespace(newline=line.trailing_whitespace.newline)
     return cst.With(
         items=[cst.WithItem(item=no_grad_call(torch_name))],
-        body=cst.IndentedBlock(body=[inner]),
+        body=cst.IndentedBlock(body=[inner], header=header),
         leading_lines=line.leading_lines,
     )
 

@@ -82,6 +82,8 @@ class Notebook:
             data = json.loads(text)
         except json.JSONDecodeError as error:
             raise NotebookError(f"invalid notebook JSON: {error}") from None
+        except RecursionError:  # json's decoder recurses once per nested array/object
+            raise NotebookError("invalid notebook JSON: nested too deeply") from None
         if not isinstance(data, dict) or not isinstance(data.get("cells"), list):
             raise NotebookError("not a Jupyter notebook (nbformat 4): no `cells` list")
         self.data = data

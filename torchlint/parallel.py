@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import signal
 import sys
 from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
@@ -81,8 +82,12 @@ def lint_files(
         order = sorted(pending, key=lambda item: -item[2])
         chunk = max(1, min(8, len(order) // (workers * 16)))
         with ProcessPoolExecutor(workers, mp_context=_mp_context(), initializer=_start_worker, initargs=(context,)) as pool:
-            for (index, _, _), report in zip(order, pool.map(_lint_one, [p for _, p, _ in order], chunksize=chunk)):
-                reports[index] = report
+            try:
+                for (index, _, _), report in zip(order, pool.map(_lint_one, [p for _, p, _ in order], chunksize=chunk)):
+                    reports[index] = report
+            except BaseException:  # Ctrl-C: stop now instead of finishing every queued file
+                pool.shutdown(wait=True, cancel_futures=True)
+                raise
     return reports  # type: ignore[return-value]
 
 
@@ -104,6 +109,21 @@ def _mp_context() -> multiprocessing.context.BaseContext | None:
 def _start_worker(context: _Context) -> None:
     global _context
     _context = context
+    _follow_parent()
+
+
+def _follow_parent() -> None:
+    """Workers leave stopping to the parent: they ignore Ctrl-C (the parent cancels
+    the run) and, on Linux, get SIGTERM when the parent dies (otherwise they would
+    wait for work forever).  A file being written is finished first (``write_atomic``)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if sys.platform.startswith("linux"):
+        try:
+            import ctypes
+
+            ctypes.CDLL(None).prctl(1, signal.SIGTERM)  # 1: PR_SET_PDEATHSIG
+        except (OSError, AttributeError):
+            pass
 
 
 def _read(path: str) -> bytes | None:

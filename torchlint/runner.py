@@ -117,7 +117,7 @@ def fix_file(
         )
         if write:
             try:
-                write_atomic(path, result.source, source.encoding)
+                write_atomic(path, result.source, source.encoding, original=source)
             except OSError as error:
                 report.error = f"cannot write fixed file: {error.strerror or error}"
     return report

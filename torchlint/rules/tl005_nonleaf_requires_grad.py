@@ -3,6 +3,7 @@ loss that has no graph."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import libcst as cst
@@ -159,10 +160,10 @@ class NonleafRequiresGrad(Rule):
             f"`requires_grad` raises '{_NONLEAF_ERROR}'"
         )
         if flag:
-            self._remove_statement(node, message + f"; `{key}` already requires grad, remove the line")
+            self._remove_statement(node, receiver, message + f"; `{key}` already requires grad, remove the line")
         else:
             message += f"; to cut it from the graph use `{key} = {key}.detach()`"
-            self._report_nonleaf(node, message, _detach_fix(node, receiver, key))
+            self._report_nonleaf(node, receiver, message, _detach_fix(node, receiver, key))
 
     def _report_nonleaf_call(self, node: cst.Call, receiver: cst.BaseExpression, flag: bool) -> None:
         name = fixes.source_of(receiver)
@@ -173,9 +174,10 @@ class NonleafRequiresGrad(Rule):
                 "does not become a leaf (its `.grad` stays None); remove the call"
             )
             if statement is not None:
-                self._remove_statement(statement, message, reported=node)
+                self._remove_statement(statement, receiver, message, reported=node)
             else:
-                self._report_nonleaf(node, message, fixes.replace("remove `requires_grad_()`", node, receiver))
+                fix = fixes.replace("remove `requires_grad_()`", node, receiver)
+                self._report_nonleaf(node, receiver, message, fix)
             return
         message = (
             f"`{name}` is not a leaf (it is computed from tensors that require grad): "
@@ -186,16 +188,17 @@ class NonleafRequiresGrad(Rule):
             fix: Fix | None = fixes.replace("use `.detach()`", node, fixes.method_call(receiver, "detach", []))
         else:
             fix = _detach_fix(statement, receiver, key) if key is not None else None
-        self._report_nonleaf(node, message, fix)
+        self._report_nonleaf(node, receiver, message, fix)
 
-    def _report_nonleaf(self, node: cst.CSTNode, message: str, fix: Fix | None) -> None:
-        self.report(node, message, fix, when=self._nonleaf_condition(node))
+    def _report_nonleaf(
+        self, node: cst.CSTNode, receiver: cst.BaseExpression, message: str, fix: Fix | None
+    ) -> None:
+        self.report(node, message, fix, when=self._nonleaf_condition(receiver))
 
-    def _nonleaf_condition(self, node: cst.CSTNode):  # -> Callable[[], bool] | None
+    def _nonleaf_condition(self, receiver: cst.BaseExpression) -> Callable[[], bool] | None:
         """When the value is really a non-leaf: grad mode is on for some caller, and, for a
         module's output, no parameter is frozen anywhere in the file (a frozen module's output is a leaf)."""
         mode = self.ctx.grad_mode
-        receiver = node.targets[0].target.value if isinstance(node, cst.Assign) else node.func.value  # type: ignore[attr-defined]
         module_output = "model-output" in self.ctx.value_of(receiver).tags
         if mode.statically_enabled and not module_output:
             return None
@@ -212,19 +215,23 @@ class NonleafRequiresGrad(Rule):
         return None
 
     def _remove_statement(
-        self, small: cst.BaseSmallStatement, message: str, reported: cst.CSTNode | None = None
+        self,
+        small: cst.BaseSmallStatement,
+        receiver: cst.BaseExpression,
+        message: str,
+        reported: cst.CSTNode | None = None,
     ) -> None:
         """Report with a fix that deletes ``small`` (``pass`` when its block would be empty)."""
         line = self.ctx.statement
         node = reported or small
-        condition = self._nonleaf_condition(node)
+        condition = self._nonleaf_condition(receiver)
 
         def report_with_block(block: cst.CSTNode) -> None:
             fix = _removal_fix(block, line, small)
             self.report(node, message, fix, when=condition, statement=line)
 
         if line is None or not self.ctx.at_block_end(report_with_block):
-            self._report_nonleaf(node, message, None)
+            self._report_nonleaf(node, receiver, message, None)
 
     # ------------------------------------------------------------ band-aid
     def _note_band_aid(self, node: cst.CSTNode, key: str, value: Value) -> None:
@@ -283,9 +290,11 @@ def _removal_fix(block: cst.CSTNode, line: cst.CSTNode | None, small: cst.BaseSm
     """Delete ``small`` from its line, or the line from ``block``; ``pass`` keeps a block non-empty."""
     description = "remove the statement"
     if isinstance(line, cst.SimpleStatementSuite) or (isinstance(line, cst.SimpleStatementLine) and len(line.body) > 1):
-        if len(line.body) > 1:
-            return fixes.replace(description, small, cst.RemovalSentinel.REMOVE)
-        return fixes.replace(description, small, cst.Pass())
+        kept = [statement for statement in line.body if statement is not small]
+        if not kept:
+            return fixes.replace(description, small, cst.Pass())
+        kept[-1] = kept[-1].with_changes(semicolon=cst.MaybeSentinel.DEFAULT)
+        return fixes.replace(description, line, line.with_changes(body=kept))
     if not isinstance(line, cst.SimpleStatementLine):
         return None
     statements = list(getattr(block, "body", ()))

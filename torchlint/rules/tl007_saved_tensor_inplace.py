@@ -74,6 +74,14 @@ OUT_OF_PLACE_TWINS = frozenset(
 TORCH_INPLACE_FUNCTIONS = frozenset("sigmoid relu tanh exp sqrt rsqrt reciprocal tan exp2 expm1 clamp".split())
 
 
+Identity = object  # id() of the expression that produced a value, or (id, index) for unpacked tuples
+_NO_DEPS: frozenset[int] = frozenset()
+# Kinds that are never tensors: no version counter to bump.
+_NOT_TENSORS = frozenset({Kind.NUMBER, Kind.COLLECTION, Kind.MODULE, Kind.OPTIMIZER, Kind.OBJECT})
+# Container methods that store their arguments in the receiver.
+_STORING_METHODS = frozenset({"append", "extend", "insert", "add", "update", "setdefault"})
+
+
 @dataclass(frozen=True)
 class _Saved:
     op: cst.CSTNode  # the op that saved the tensor
@@ -82,8 +90,9 @@ class _Saved:
 
 @dataclass(frozen=True)
 class _Change:
-    """An in-place change of a saved tensor, reported once a backward() can follow it."""
+    """An in-place change of a saved tensor, reported once a backward() through ``op`` can follow."""
 
+    op: cst.CSTNode
     node: cst.CSTNode
     message: str
     fix: Fix | None
@@ -104,8 +113,13 @@ class SavedTensorInplace(Rule):
         super().__init__(*args, **kwargs)  # type: ignore[arg-type]
         self._table = saved_tensor_table()
         self._blocks: list[cst.CSTNode] = []
-        self._saved: dict[object, dict[int, _Saved]] = {}  # scope -> tensor identity -> who saved it
-        self._aliases: dict[int, tuple[int, bool]] = {}  # id(view expression) -> (base identity, via .data)
+        self._saved: dict[object, dict[Identity, _Saved]] = {}  # scope -> tensor -> the op that saved it
+        self._saving_ops: set[int] = set()  # ids of ops that saved something
+        self._aliases: dict[Identity, tuple[Identity, bool]] = {}  # view expression -> (base, via .data)
+        # Names whose analysed value has no origin (results of unknown calls): the expression last assigned.
+        self._bound: dict[tuple[object, str], Identity] = {}
+        # Which saving ops a value was computed from: a backward() from it runs (and checks) them.
+        self._deps: dict[Identity, frozenset[int]] = {}
         self._changes: dict[object, list[_Change]] = {}  # scope -> changes waiting for a backward()
 
     # ------------------------------------------------------------ blocks
@@ -132,8 +146,8 @@ class SavedTensorInplace(Rule):
         )
 
     # ------------------------------------------------------------ identities
-    def _resolve(self, expr: cst.BaseExpression) -> tuple[int | None, bool]:
-        """(identity of the tensor ``expr`` is or views, whether it goes through ``.data``)."""
+    def _resolve(self, expr: cst.BaseExpression, tensors_only: bool = True) -> tuple[Identity | None, bool]:
+        """(the object ``expr`` is, or is a view of; whether it goes through ``.data``)."""
         via_data = False
         while True:
             if isinstance(expr, cst.Attribute) and expr.attr.value == "data":
@@ -144,35 +158,121 @@ class SavedTensorInplace(Rule):
                 continue
             if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute):
                 method = expr.func.attr.value
-                if method in _VIEW_METHODS or (method.endswith("_") and not method.startswith("__")):
+                if method in _VIEW_METHODS or _is_inplace_method(method):
                     expr = expr.func.value  # a view, or an in-place method returning its receiver
                     continue
             if isinstance(expr, cst.Subscript) and _is_basic_indexing(expr):
                 expr = expr.value
                 continue
             break
-        if isinstance(expr, (cst.Call, cst.BinaryOperation)):
+        if isinstance(expr, (cst.Call, cst.BinaryOperation, cst.UnaryOperation)):
             return id(expr), via_data  # the tensor this op produces
-        if dotted_name(expr) is None:
+        key = dotted_name(expr)
+        if key is None:
             return None, via_data
         value = self.ctx.value_of(expr)
-        if value.origin is None or value.kind in (Kind.NUMBER, Kind.COLLECTION, Kind.MODULE, Kind.OPTIMIZER):
+        if tensors_only and value.kind in _NOT_TENSORS:
             return None, via_data
-        identity = id(value.origin)
+        identity: Identity | None = id(value.origin) if value.origin is not None else None
+        if identity is None:
+            identity = self._bound.get((self._scope, key))
         if identity in self._aliases:
             base, aliased_data = self._aliases[identity]
             return base, via_data or aliased_data
         return identity, via_data
 
-    def visit_Assign(self, node: cst.Assign) -> None:
+    def _holder(self, expr: cst.BaseExpression) -> Identity | None:
+        """The object (tensor, list, number ...) ``expr`` names, for dependency tracking."""
+        return self._resolve(expr, tensors_only=False)[0]
+
+    def _deps_of(self, expr: cst.CSTNode) -> frozenset[int]:
+        """The saving ops ``expr``'s value was computed from."""
+        if isinstance(expr, (cst.Name, cst.Attribute)) and dotted_name(expr) is not None:
+            holder = self._holder(expr)
+            found = self._deps.get(holder, _NO_DEPS) if holder is not None else _NO_DEPS
+            if isinstance(expr, cst.Attribute):
+                found = found | self._deps_of(expr.value)  # `outputs.loss`
+            return found
+        if isinstance(expr, (cst.Name, cst.BaseNumber, cst.BaseString, cst.Lambda)):
+            return _NO_DEPS
+        found = frozenset({id(expr)}) if id(expr) in self._saving_ops else _NO_DEPS
+        for child in _value_children(expr):
+            found = found | self._deps_of(child)
+        return found
+
+    def _add_deps(self, holder: Identity | None, deps: frozenset[int]) -> None:
+        if holder is not None and deps:
+            self._deps[holder] = self._deps.get(holder, _NO_DEPS) | deps
+
+    # ------------------------------------------------------------ bindings
+    def leave_Assign(self, node: cst.Assign) -> None:
+        deps = self._deps_of(node.value)
         self._note_alias(node.value)
         for target in node.targets:
             if isinstance(target.target, cst.Subscript):
                 self._changed(target.target.value, node, "indexed write", None)
+                self._add_deps(self._holder(target.target.value), deps)
+            else:
+                self._bind(target.target, node.value, deps)
 
-    def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
+    def leave_AnnAssign(self, node: cst.AnnAssign) -> None:
         if node.value is not None:
             self._note_alias(node.value)
+            self._bind(node.target, node.value, self._deps_of(node.value))
+
+    def leave_NamedExpr(self, node: cst.NamedExpr) -> None:
+        self._bind(node.target, node.value, self._deps_of(node.value))
+
+    def _bind(self, target: cst.BaseExpression, value: cst.BaseExpression, deps: frozenset[int]) -> None:
+        """Record what ``target`` will hold once the assignment is done (the analysis binds it next)."""
+        if isinstance(target, (cst.Tuple, cst.List)):
+            elements = [element.value for element in target.elements]
+            if isinstance(value, (cst.Tuple, cst.List)) and len(value.elements) == len(elements):
+                for sub_target, sub_value in zip(elements, value.elements):
+                    self._bind(sub_target, sub_value.value, self._deps_of(sub_value.value))
+                return
+            for index, sub_target in enumerate(elements):
+                self._bind_key(sub_target, None, (id(value), index), deps)
+            return
+        self._bind_key(target, self.ctx.value_of(value).origin, id(value), deps)
+
+    def _bind_key(
+        self, target: cst.BaseExpression, origin: cst.CSTNode | None, fallback: Identity, deps: frozenset[int]
+    ) -> None:
+        key = dotted_name(target)
+        if key is None:
+            return
+        if origin is not None:
+            self._bound.pop((self._scope, key), None)
+            holder: Identity = id(origin)
+        else:
+            self._bound[(self._scope, key)] = holder = fallback
+        self._add_deps(holder, deps)
+
+    def _unbind(self, target: cst.CSTNode | None) -> None:
+        if isinstance(target, (cst.Tuple, cst.List)):
+            for element in target.elements:
+                self._unbind(element.value)
+        elif isinstance(target, cst.StarredElement):
+            self._unbind(target.value)
+        elif isinstance(target, (cst.Name, cst.Attribute)):
+            key = dotted_name(target)
+            if key is not None:
+                self._bound.pop((self._scope, key), None)
+
+    def visit_For(self, node: cst.For) -> None:
+        self._unbind(node.target)
+
+    def visit_WithItem(self, node: cst.WithItem) -> None:
+        if node.asname is not None:
+            self._unbind(node.asname.name)
+
+    def visit_Del(self, node: cst.Del) -> None:
+        self._unbind(node.target)
+
+    def visit_ExceptHandler(self, node: cst.ExceptHandler) -> None:
+        if node.name is not None:
+            self._unbind(node.name.name)
 
     def _note_alias(self, value: cst.BaseExpression) -> None:
         """``a = y.detach()`` / ``a = y[0]`` / ``a = y.data``: ``a`` changes ``y``'s memory."""
@@ -187,9 +287,11 @@ class SavedTensorInplace(Rule):
         identity, via_data = self._resolve(expr)
         if identity is not None and not via_data:
             self._saved.setdefault(self._scope, {})[identity] = _Saved(op, role)
+            self._saving_ops.add(id(op))
 
     def _save_output(self, op: cst.CSTNode) -> None:
         self._saved.setdefault(self._scope, {})[id(op)] = _Saved(op, OUTPUT)
+        self._saving_ops.add(id(op))
 
     def _record_op(self, op: cst.CSTNode, saves: str | None, operands: list[cst.BaseExpression]) -> None:
         """Remember what ``op`` saved, given which of its operands require grad."""
@@ -217,7 +319,7 @@ class SavedTensorInplace(Rule):
         if saves in (OUTPUT, BOTH):
             self._save_output(op)
 
-    def visit_BinaryOperation(self, node: cst.BinaryOperation) -> None:
+    def leave_BinaryOperation(self, node: cst.BinaryOperation) -> None:
         name = _OPERATORS.get(type(node.operator))
         if name is None:
             return
@@ -274,15 +376,19 @@ class SavedTensorInplace(Rule):
         return qualified.rsplit(".", 1)[-1], origin
 
     # ------------------------------------------------------------ calls
-    def visit_Call(self, node: cst.Call) -> None:
+    def leave_Call(self, node: cst.Call) -> None:
+        """Post-order: the operands' own ops and changes come first, as when Python evaluates them."""
         backward = backward_call(node, self.ctx)
         if backward is not None:
-            self._backward(backward.retains_graph)
+            self._backward(backward.roots, backward.retains_graph)
             return
         if self.ctx.qualify(node.func) == "torch.nn.Sequential":
             self._check_sequential(node)
         if self._check_inplace_call(node):
             return
+        func = node.func
+        if isinstance(func, cst.Attribute) and func.attr.value in _STORING_METHODS:
+            self._add_deps(self._holder(func.value), self._deps_of(node))  # `losses.append(loss)`
         module_name, _ = self._module_of_call(node)
         args = positional_args(node)
         if module_name is not None:
@@ -306,6 +412,7 @@ class SavedTensorInplace(Rule):
             if not (isinstance(target, cst.Call) and isinstance(target.func, cst.Attribute)
                     and _is_inplace_method(target.func.attr.value)):  # `y.mul_(2).add_(1)`: reported once
                 self._changed(target, node, f"`{method}()`", self._method_fix(node, target, method))
+            self._add_deps(self._holder(target), self._deps_of(node))
             self._record_inplace_output(node, target, method[:-1])
             return True
         if qualified is not None and qualified.startswith("torch."):
@@ -341,13 +448,16 @@ class SavedTensorInplace(Rule):
         if _goes_through_data(target):
             return
         self._save(target, node, OUTPUT)
+        self._add_deps(self._holder(target), frozenset({id(node)}))
 
-    def visit_AugAssign(self, node: cst.AugAssign) -> None:
+    def leave_AugAssign(self, node: cst.AugAssign) -> None:
         target = node.target
         if isinstance(target, cst.Subscript):
             self._changed(target.value, node, "indexed write", None)
+            self._add_deps(self._holder(target.value), self._deps_of(node.value))
             return
         self._changed(target, node, "augmented assignment", self._augassign_fix(node))
+        self._add_deps(self._holder(target), self._deps_of(node.value))  # `total += loss`
 
     # ------------------------------------------------------------ changes
     def _changed(self, target: cst.BaseExpression, node: cst.CSTNode, how: str, fix: Fix | None) -> None:
@@ -372,21 +482,34 @@ class SavedTensorInplace(Rule):
             )
         if self.ctx.grad_mode.statically_disabled:
             fix = None  # out of place under no_grad() the result would lose its graph
-        change = _Change(node, message, fix, self.ctx.statement, tuple(self._blocks))
-        if self._in_forward():
-            self.report(change.node, change.message, change.fix, statement=change.statement)
-        else:
-            self._changes.setdefault(self._scope, []).append(change)
+        change = _Change(saved.op, node, message, fix, self.ctx.statement, tuple(self._blocks))
+        self._changes.setdefault(self._scope, []).append(change)
 
-    def _backward(self, retains_graph: bool) -> None:
-        """A backward() here checks the saved tensors: report the changes it can follow."""
-        scope = self._scope
-        here = tuple(self._blocks)
-        for change in self._changes.pop(scope, []):
-            if _nested_or_same(change.blocks, here):
-                self.report(change.node, change.message, change.fix, statement=change.statement)
+    def _backward(self, roots: tuple[cst.BaseExpression, ...], retains_graph: bool) -> None:
+        """A backward() from ``roots`` runs the saving ops they were computed from: report the
+        changes of their saved tensors (from this block or an enclosing one), then free them."""
+        reached: frozenset[int] = _NO_DEPS
+        for root in roots:
+            reached = reached | self._deps_of(root)
+        self._report_changes(reached, same_block=True)
         if not retains_graph:
-            self._saved.pop(scope, None)
+            saved = self._saved.get(self._scope, {})
+            for identity in [i for i, record in saved.items() if id(record.op) in reached]:
+                del saved[identity]
+
+    def leave_Return(self, node: cst.Return) -> None:
+        """In ``forward()`` the framework runs backward from what it returns."""
+        if node.value is not None and self._in_forward():
+            self._report_changes(self._deps_of(node.value), same_block=False)
+
+    def _report_changes(self, reached: frozenset[int], same_block: bool) -> None:
+        here = tuple(self._blocks)
+        waiting = self._changes.get(self._scope, [])
+        for change in list(waiting):
+            if id(change.op) not in reached or (same_block and not _nested_or_same(change.blocks, here)):
+                continue
+            waiting.remove(change)
+            self.report(change.node, change.message, change.fix, statement=change.statement)
 
     # ------------------------------------------------------------ nn.Sequential
     def _check_sequential(self, node: cst.Call) -> None:
@@ -470,6 +593,37 @@ class SavedTensorInplace(Rule):
         value = cst.BinaryOperation(left=base, operator=operator(), right=right)
         assign = cst.Assign(targets=[cst.AssignTarget(base)], value=value, semicolon=node.semicolon)
         return fixes.replace("assign the out-of-place result", node, assign)
+
+
+def _value_children(expr: cst.CSTNode) -> list[cst.CSTNode]:
+    """The sub-expressions whose values flow into ``expr``'s value."""
+    if isinstance(expr, cst.Call):
+        func = expr.func
+        receiver = [func.value] if isinstance(func, cst.Attribute) else []
+        return [*receiver, *(arg.value for arg in expr.args)]
+    if isinstance(expr, cst.BinaryOperation):
+        return [expr.left, expr.right]
+    if isinstance(expr, cst.UnaryOperation):
+        return [expr.expression]
+    if isinstance(expr, cst.BooleanOperation):
+        return [expr.left, expr.right]
+    if isinstance(expr, cst.Comparison):
+        return [expr.left, *(target.comparator for target in expr.comparisons)]
+    if isinstance(expr, cst.IfExp):
+        return [expr.body, expr.orelse]
+    if isinstance(expr, cst.Subscript):
+        return [expr.value]
+    if isinstance(expr, cst.Attribute):
+        return [expr.value]
+    if isinstance(expr, (cst.List, cst.Tuple, cst.Set)):
+        return [element.value for element in expr.elements]
+    if isinstance(expr, cst.Dict):
+        return [element.value for element in expr.elements]
+    if isinstance(expr, (cst.ListComp, cst.SetComp, cst.GeneratorExp)):
+        return [expr.elt, expr.for_in.iter]
+    if isinstance(expr, (cst.StarredElement, cst.Await)):
+        return [expr.value if isinstance(expr, cst.StarredElement) else expr.expression]
+    return []
 
 
 def _certainly_requires_grad(value: Value) -> bool:

@@ -104,6 +104,7 @@ class _Update:
     root: str | None
     line: cst.CSTNode | None = None  # manual update: the statement line
     grad_owners: tuple[str, ...] = ()
+    with_closure: bool = False  # opt.step(closure): the closure must zero, not the loop
 
 
 @dataclass
@@ -131,7 +132,6 @@ class _Facts:
     # Keys bound by assignment in the body, and names bound by loops nested in it.
     bound: set[str] = field(default_factory=set)
     nested_targets: set[str] = field(default_factory=set)
-    backward_calls: list[cst.Call] = field(default_factory=list)
     # For a function: backward/updates that are not inside one of its own loops.
     backward_outside_loops: bool = False
     updates_outside_loops: list[_Update] = field(default_factory=list)
@@ -187,10 +187,9 @@ class GradNotZeroed(Rule):
     def visit_While(self, node: cst.While) -> None:
         self._enter_loop(node)
 
-    def _record_backward(self, call: cst.Call) -> None:
+    def _record_backward(self) -> None:
         for facts in self._enclosing():
             facts.backward = True
-            facts.backward_calls.append(call)
         function = self._function_facts()
         if function is not None and not self.ctx.loops:
             function.backward_outside_loops = True
@@ -214,7 +213,7 @@ class GradNotZeroed(Rule):
         method = func.attr.value if isinstance(func, cst.Attribute) else None
         qualified = self.ctx.qualify(func)
         if method == "backward" or qualified == "torch.autograd.backward":
-            self._record_backward(node)
+            self._record_backward()
             return
         if method == "zero_grad" or qualified == "torch._foreach_zero_":
             self._record_zeroing()
@@ -241,7 +240,15 @@ class GradNotZeroed(Rule):
         for expr in candidates:
             if self._is_optimizer(expr):
                 key = dotted_name(expr)
-                self._record_update(_Update(key or fixes.source_of(expr), key, _root_name(expr)))
+                # An optimizer class of this file may zero in its own step(); an LBFGS closure runs.
+                helpers = [self.ctx.resolve_function(f) for f in (func, *(arg.value for arg in node.args))]
+                closure = any(h is not None for h in helpers[1:]) or any(
+                    isinstance(arg.value, cst.Lambda) for arg in node.args
+                )
+                self._record_update(_Update(key or fixes.source_of(expr), key, _root_name(expr), with_closure=closure))
+                for helper in helpers:
+                    if helper is not None:
+                        self._record_helper(helper)
                 return True
         return False
 
@@ -249,6 +256,12 @@ class GradNotZeroed(Rule):
         value = self.ctx.value_of(expr)
         if value.kind is Kind.OPTIMIZER:
             return True
+        if value.kind is Kind.OBJECT and value.cls is not None:
+            # A class of this file with step() and zero_grad(), or one derived from torch.optim.
+            cls = value.cls
+            return (cls.method("step") is not None and cls.method("zero_grad") is not None) or any(
+                isinstance(base, str) and base.startswith("torch.optim.") for base in cls.bases
+            )
         return value.kind is Kind.UNKNOWN and _looks_like_optimizer(_last_name(expr))
 
     def _check_inplace_update(self, node: cst.Call, func: cst.Attribute, method: str) -> bool:
@@ -468,7 +481,11 @@ class GradNotZeroed(Rule):
         optimizers = sorted({u.optimizer for u in updates if u.optimizer is not None})
         if optimizers:
             what = " and ".join(f"`{name}.step()`" for name in optimizers)
-            remedy = f"call `{optimizers[0]}.zero_grad()` in the loop" if len(optimizers) == 1 else "zero each optimizer's gradients in the loop"
+            remedy = (
+                f"call `{optimizers[0]}.zero_grad()` in the loop"
+                if len(optimizers) == 1
+                else "zero each optimizer's gradients in the loop"
+            )
         else:
             what = "updates the parameters from `.grad`"
             remedy = "reset the gradients in the loop (`w.grad = None`)"
@@ -490,7 +507,7 @@ class GradNotZeroed(Rule):
 
     def _zero_grad_fix(self, loop: _Loop, updates: list[_Update]) -> Fix | None:
         keys = {u.key for u in updates}
-        if len(keys) != 1:
+        if len(keys) != 1 or any(u.with_closure for u in updates):
             return None
         key = keys.pop()
         body = loop.node.body

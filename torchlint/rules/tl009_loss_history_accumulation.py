@@ -23,7 +23,7 @@ from torchlint.rule import Fix, FixSafety, Rule
 
 # Uses of the accumulator that end its life as a tensor.
 _TERMINAL_METHODS = frozenset({"item", "tolist", "numpy", "detach", "__float__", "__int__"})
-_TERMINAL_BUILTINS = frozenset({"print", "float", "int", "len", "str", "repr", "round", "format", "bool", "isinstance", "type", "id"})
+_TERMINAL_BUILTINS = frozenset("print float int len str repr round format bool isinstance type id".split())
 _TERMINAL_MODULES = ("numpy.", "math.")
 # Calls whose result is built from the argument (may still carry its graph).
 _PASS_THROUGH_BUILTINS = frozenset({"sum", "list", "tuple", "max", "min", "sorted", "reversed", "abs"})
@@ -210,9 +210,9 @@ class LossHistoryAccumulation(Rule):
                 continue
             if self._reaches_backward_or_escapes(candidate):
                 continue
-            scalar = candidate.scalar or bool(
-                isinstance(candidate.expr, (cst.Name, cst.Attribute)) and candidate.evidence & state.scalar_backpropagated
-            )
+            # `loss.backward()` without a gradient argument only works on a scalar
+            named = isinstance(candidate.expr, (cst.Name, cst.Attribute))
+            scalar = candidate.scalar or bool(named and candidate.evidence & state.scalar_backpropagated)
             when = None if backed_by_backward else candidate.when
             self.report(candidate.node, self._message(candidate), self._fix(candidate, scalar), when=when,
                         statement=candidate.statement)
@@ -283,8 +283,8 @@ class LossHistoryAccumulation(Rule):
             return True
         if self.ctx.value_of(expr).kind is Kind.NUMBER:
             return True
-        if isinstance(expr, cst.Subscript) and isinstance(expr.value, cst.Attribute) and expr.value.attr.value == "shape":
-            return True
+        if isinstance(expr, cst.Subscript) and isinstance(expr.value, cst.Attribute):
+            return expr.value.attr.value == "shape"  # xb.shape[0]
         if isinstance(expr, cst.Call):
             func = expr.func
             if isinstance(func, cst.Attribute) and func.attr.value == "size" and len(expr.args) == 1:

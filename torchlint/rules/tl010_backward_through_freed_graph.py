@@ -15,6 +15,7 @@ reaches a node that saves tensors and that the first iteration's ``backward()``
 from __future__ import annotations
 
 import tomllib
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cache
 
@@ -184,7 +185,9 @@ class BackwardThroughFreedGraph(Rule):
         self._block(run, loop.body.body, volatile, grad_enabled=True)  # type: ignore[union-attr]
         return run
 
-    def _block(self, run: _Run, statements, volatile: set[str], *, grad_enabled: bool) -> None:  # type: ignore[no-untyped-def]
+    def _block(
+        self, run: _Run, statements: Sequence[cst.BaseStatement], volatile: set[str], *, grad_enabled: bool
+    ) -> None:
         for statement in statements:
             if run.stopped:
                 return
@@ -274,7 +277,9 @@ class BackwardThroughFreedGraph(Rule):
                 return "unknown"
         return mode
 
-    def _small(self, run: _Run, small: cst.BaseSmallStatement, line: cst.CSTNode, volatile: set[str], grad: bool) -> None:
+    def _small(
+        self, run: _Run, small: cst.BaseSmallStatement, line: cst.CSTNode, volatile: set[str], grad: bool
+    ) -> None:
         if isinstance(small, (cst.Break, cst.Return, cst.Raise)):
             raise _LoopOnlyOnce
         if isinstance(small, cst.Continue):
@@ -296,7 +301,7 @@ class BackwardThroughFreedGraph(Rule):
             run.env[key] = self._op([current, operand], small, _op_saves(op), grad, run.iteration)
         elif isinstance(small, cst.Expr):
             value = small.value
-            if isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and value.func.attr.value == "backward":
+            if isinstance(value, cst.Call) and _method_name(value) == "backward":
                 self._backward(run, value, line, volatile, grad)
             else:
                 self._eval(run, value, volatile, grad)
@@ -351,7 +356,7 @@ class BackwardThroughFreedGraph(Rule):
         return self._pre(key, volatile, run.depth)
 
     def _eval(self, run: _Run, expr: cst.BaseExpression, volatile: set[str], grad: bool) -> _Sym:
-        self._exprs[id(expr)] = expr
+        self._exprs.setdefault(id(expr), expr)  # insertion order: outer expressions first
         if isinstance(expr, (cst.Integer, cst.Float, cst.Imaginary, cst.SimpleString, cst.ConcatenatedString,
                              cst.FormattedString, cst.Comparison, cst.BooleanOperation)):
             self._eval_children(run, expr, volatile, grad)
@@ -393,7 +398,9 @@ class BackwardThroughFreedGraph(Rule):
                 self._eval_children(run, element, volatile, grad)
             if base.kind == TUPLE:
                 index = _literal_index(expr)
-                return base.items[index] if index is not None and -len(base.items) <= index < len(base.items) else S_UNKNOWN
+                if index is None or not -len(base.items) <= index < len(base.items):
+                    return S_UNKNOWN
+                return base.items[index]
             if base.kind == GRAD and base.multi_output:
                 return S_UNKNOWN  # which output of the module call is unknown
             return self._op([base], expr, _op_saves("__getitem__") if simple else None, grad, run.iteration)
@@ -419,7 +426,7 @@ class BackwardThroughFreedGraph(Rule):
         if not grad:
             return S_NONE
         nodes = frozenset(n for value in with_grad for n in value.nodes)
-        self._exprs[id(expr)] = expr
+        self._exprs.setdefault(id(expr), expr)
         return _Sym(GRAD, nodes | {_Node(id(expr), iteration, saves)})
 
     def _call(self, run: _Run, call: cst.Call, volatile: set[str], grad: bool) -> _Sym:
@@ -532,7 +539,10 @@ class BackwardThroughFreedGraph(Rule):
     # ------------------------------------------------------------ report
     def _report(self, backward: _Backward, hit: frozenset[_Node], carried: set[str]) -> None:
         before_loop = [n for n in hit if n.iteration == 0]
-        example = self._exprs.get((before_loop or sorted(hit, key=lambda n: n.iteration))[0].expr)
+        order = {expr_id: index for index, expr_id in enumerate(self._exprs)}
+        # Name the outermost expression (the first one evaluated), so the message is stable.
+        chosen = min(before_loop or hit, key=lambda n: (order.get(n.expr, len(order)), n.iteration))
+        example = self._exprs.get(chosen.expr)
         shown = fixes.source_of(example) if example is not None else "an earlier result"
         if len(shown) > 40:
             shown = shown[:37] + "..."
@@ -641,6 +651,10 @@ def _literal_index(expr: cst.Subscript) -> int | None:
     if not isinstance(value, cst.Integer):
         return None
     return -int(value.value) if negative else int(value.value)
+
+
+def _method_name(call: cst.Call) -> str | None:
+    return call.func.attr.value if isinstance(call.func, cst.Attribute) else None
 
 
 def _is_literal(node: cst.BaseExpression, *names: str) -> bool:

@@ -142,8 +142,10 @@ class PreferNoGradOverData(Rule):
             return fixes.replace(f"update `{name}` directly (grad mode is off here)", statement, new_statement)
         line = self.ctx.statement
         torch_name = self.ctx.torch_name
-        if torch_name is None or not isinstance(line, cst.SimpleStatementLine) or not fixes.can_wrap_statement(line, statement):
+        if torch_name is None or not isinstance(line, cst.SimpleStatementLine):
             return None
+        if not fixes.can_wrap_statement(line, statement):
+            return None  # the statement shares its line
         wrapped = fixes.wrap_in_no_grad(line, new_statement, torch_name)
         return fixes.replace(f"update `{name}` under `torch.no_grad()`", line, wrapped)
 
@@ -165,7 +167,10 @@ def _message(name: str, usage: str, grad: bool) -> str:
             "the version counter, so a later in-place change is checked)"
         )
     if usage == STORAGE:
-        return f"assigning `{name}.data` swaps the storage behind autograd's back; prefer `{name}.copy_(...)` under `torch.no_grad()`"
+        return (
+            f"assigning `{name}.data` swaps the storage behind autograd's back; prefer `{name}.copy_(...)` "
+            "under `torch.no_grad()`"
+        )
     return (
         f"{usage} change through `{name}.data` is invisible to autograd: a value saved for backward is silently "
         f"corrupted instead of raising; change `{name}` under `torch.no_grad()`"
