@@ -14,10 +14,8 @@ reaches a node that saves tensors and that the first iteration's ``backward()``
 
 from __future__ import annotations
 
-import tomllib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from functools import cache
 
 import libcst as cst
 
@@ -25,6 +23,7 @@ from torchlint import fixes
 from torchlint.analysis import Kind, dotted_name, keyword_arg, positional_args
 from torchlint.analysis.torch_api import FACTORIES, PARAMETER, PARAMETERLESS_MODULES
 from torchlint.rule import Rule
+from torchlint.saved_tensors import NOTHING, saved_tensor_table
 
 # Built-in modules with trainable parameters (their output certainly requires grad) that
 # save tensors for backward: measured with torch 2.13 (a second backward raises M5).
@@ -57,26 +56,14 @@ _HARMLESS_METHODS = (
 )
 
 
-@cache
-def _saved_table() -> dict[str, dict[str, str]]:
-    """The measured table of which ops save tensors (``{"ops": ..., "modules": ...}``)."""
-    from torchlint.rulebook import rulebook_dir
-
-    try:
-        with open(rulebook_dir() / "_saved_tensors.toml", "rb") as handle:
-            return tomllib.load(handle)
-    except (OSError, tomllib.TOMLDecodeError):
-        return {"ops": {}, "modules": {}}
-
-
 def _op_saves(name: str) -> bool | None:
     """True: the op certainly saves a tensor whenever its result requires grad; None: not known."""
-    category = _saved_table().get("ops", {}).get(name)
+    category = saved_tensor_table().op(name)
     if category is None:
         return None
     # "nothing" only says neither input nor output is saved (dropout still keeps its mask):
     # never a reason to report, so it counts as "not known to save".
-    return True if category != "nothing" else None
+    return True if category != NOTHING else None
 
 
 @dataclass(frozen=True)
@@ -256,7 +243,7 @@ class BackwardThroughFreedGraph(Rule):
             return value.kind is Kind.MODULE and value.cls is None
         if isinstance(func, cst.Attribute):
             method = func.attr.value
-            if method in _HARMLESS_METHODS or method in _saved_table().get("ops", {}):
+            if method in _HARMLESS_METHODS or method in saved_tensor_table().ops:
                 return True
             value = self.ctx.value_of(func)
             return value.kind is Kind.MODULE and value.cls is None
@@ -457,7 +444,7 @@ class BackwardThroughFreedGraph(Rule):
                 return S_UNKNOWN
             if method in _CONVERSIONS:
                 return self._op([receiver], call, None, grad, run.iteration) if receiver.kind == GRAD else S_NONE
-            if method in _saved_table().get("ops", {}):
+            if method in saved_tensor_table().ops:
                 return self._op([receiver, *args], call, _op_saves(method), grad, run.iteration)
             return S_UNKNOWN
         callee = self._eval(run, func, volatile, grad)
@@ -491,7 +478,7 @@ class BackwardThroughFreedGraph(Rule):
         last = qualified.rsplit(".", 1)[-1]
         if qualified.startswith("torch.nn.") and qualified.count(".") == 2 and last[:1].isupper():
             return _Sym(MODULE, module=last)
-        if qualified.startswith(("torch.nn.functional.", "torch.")) and last in _saved_table().get("ops", {}):
+        if qualified.startswith(("torch.nn.functional.", "torch.")) and last in saved_tensor_table().ops:
             if qualified.count(".") > 1 and not qualified.startswith("torch.nn.functional."):
                 return S_UNKNOWN  # torch.linalg.norm & co: not the op in the table
             return self._op(args, call, _op_saves(last), grad, iteration)
@@ -505,7 +492,7 @@ class BackwardThroughFreedGraph(Rule):
             inputs = [] if name in _NOT_DIFFERENTIABLE_IN_INPUT else args
             result = self._op([S_LEAF, *inputs], call, True, grad, iteration)
             return _Sym(GRAD, result.nodes, multi_output=True)
-        category = _saved_table().get("modules", {}).get(name)
+        category = saved_tensor_table().module(name)
         if category is not None and f"torch.nn.{name}" in PARAMETERLESS_MODULES:
             return self._op(args, call, True if category != "nothing" else None, grad, iteration)
         return S_UNKNOWN
