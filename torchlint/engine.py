@@ -121,6 +121,8 @@ def parse(source: str) -> cst.Module:
         ) from None
     except RecursionError:
         raise SourceError(_TOO_DEEP) from None
+    except cst.CSTValidationError as error:  # e.g. "a" b"x": parses, but is not valid Python
+        raise SourceError(f"syntax error: {error}") from None
 
 
 # Deepest syntax tree analysed.  Real code stays under 100 levels (94 is the

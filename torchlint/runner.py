@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import difflib
+import functools
 import fnmatch
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -66,6 +67,21 @@ def _error_text(error: Exception) -> str:
     return str(error)
 
 
+def _never_crash(function: Callable[..., FileReport]) -> Callable[..., FileReport]:
+    """A bug in torchlint while handling one file is reported for that file, and the run goes on."""
+
+    @functools.wraps(function)
+    def guarded(path: str, *args: object, **kwargs: object) -> FileReport:
+        try:
+            return function(path, *args, **kwargs)
+        except Exception as error:  # noqa: BLE001 - the last line of defence
+            detail = str(error).splitlines()[0][:200] if str(error) else ""
+            return FileReport(path, error=f"internal error: {type(error).__name__}: {detail} (please report this torchlint bug)")
+
+    return guarded
+
+
+@_never_crash
 def check_file(path: str, rules: Sequence[type[Rule]], settings: Settings) -> FileReport:
     if is_notebook(path):
         from torchlint.notebook import check_notebook
@@ -83,6 +99,7 @@ def check_file(path: str, rules: Sequence[type[Rule]], settings: Settings) -> Fi
     return report
 
 
+@_never_crash
 def fix_file(
     path: str, rules: Sequence[type[Rule]], settings: Settings, *, write: bool, unsafe: bool | None = None
 ) -> FileReport:

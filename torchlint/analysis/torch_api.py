@@ -98,7 +98,10 @@ OPTIMIZER_PREFIX = "torch.optim."
 # factories / requires_grad_() / .requires_grad = True, nn.Parameter,
 # .parameters() / .named_parameters(), built-in module parameters, and function
 # arguments whose .grad is read.  Rules that need a leaf use these as their tokens.
-LEAF_SOURCE_TOKENS = ("requires_grad", "Parameter", "parameters", ".weight", ".bias", ".in_proj_", ".grad")
+# "Parameter(" / "Parameter as" (an aliased import) and "parameters(" rather than
+# the bare words, which docstrings ("Parameters:") are full of.
+PARAMETER_TOKENS = ("Parameter(", "Parameter as")
+LEAF_SOURCE_TOKENS = ("requires_grad", *PARAMETER_TOKENS, "parameters(", ".weight", ".bias", ".in_proj_", ".grad")
 
 FLOAT_DTYPES = frozenset(
     "torch." + name

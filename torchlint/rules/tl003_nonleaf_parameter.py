@@ -6,7 +6,7 @@ import libcst as cst
 
 from torchlint import fixes
 from torchlint.analysis import Kind, dotted_name, keyword_arg
-from torchlint.analysis.torch_api import CONVERSION_METHODS, FACTORIES, PARAMETER, TORCH_DTYPES
+from torchlint.analysis.torch_api import CONVERSION_METHODS, FACTORIES, PARAMETER, PARAMETER_TOKENS, TORCH_DTYPES
 from torchlint.rule import FixSafety, Rule
 
 # Ops that, applied right after creating a leaf, leave a non-leaf copy or view.
@@ -22,7 +22,7 @@ class NonleafParameter(Rule):
     name = "nonleaf-parameter"
     summary = "A tensor meant as a trainable leaf is created as (or rebound to) a non-leaf"
     fix_safety = FixSafety.SAFE
-    tokens = ("requires_grad", "Parameter")
+    tokens = ("requires_grad", *PARAMETER_TOKENS)
 
     def __init__(self, *args: object, **kwargs: object) -> None:
         super().__init__(*args, **kwargs)  # type: ignore[arg-type]
