@@ -34,3 +34,12 @@ def test_a_bug_while_checking_a_file_is_reported_for_that_file(monkeypatch: pyte
     assert report.error is not None and report.error.startswith("internal error: KeyError")
     monkeypatch.setattr(runner, "fix_source", broken)
     assert runner.fix_file(str(path), [], Settings(), write=True).error.startswith("internal error")
+
+
+def test_a_closed_pipe_ends_the_run_quietly(tmp_path: Path) -> None:
+    for index in range(200):
+        (tmp_path / f"m{index}.py").write_text("import torch\nw = torch.randn(3, requires_grad=True)\nw.add_(1)\n")
+    command = f"{sys.executable} -m torchlint --no-cache . | head -n 1"
+    result = subprocess.run(["bash", "-c", command], capture_output=True, text=True, cwd=tmp_path)
+    assert result.stdout.count("\n") == 1
+    assert "Traceback" not in result.stderr and "BrokenPipe" not in result.stderr

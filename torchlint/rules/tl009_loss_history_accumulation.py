@@ -208,6 +208,10 @@ class LossHistoryAccumulation(Rule):
             backed_by_backward = bool(candidate.evidence & state.backpropagated)
             if not candidate.by_analysis and not backed_by_backward:
                 continue
+            if backed_by_backward and _reset_inside(loop, candidate.accumulator):
+                # backward() frees each step's saved activations and the reset bounds what
+                # is kept (gradient-accumulation logging, e.g. torchtune's recipes): no leak.
+                continue
             if self._reaches_backward_or_escapes(candidate):
                 continue
             # `loss.backward()` without a gradient argument only works on a scalar
@@ -548,3 +552,41 @@ def _target_names(target: cst.BaseExpression) -> set[str]:
     if isinstance(target, cst.StarredElement):
         return _target_names(target.value)
     return set()
+
+
+def _reset_inside(loop: cst.For | cst.While, accumulator: str) -> bool:
+    """Whether the loop body starts the accumulator afresh (``total = 0``, ``losses = []``, ``losses.clear()``)."""
+    found = False
+
+    class Finder(cst.CSTVisitor):
+        def visit_Assign(self, node: cst.Assign) -> None:
+            nonlocal found
+            if any(dotted_name(t.target) == accumulator for t in node.targets) and accumulator not in _names_in(
+                node.value
+            ):
+                found = True
+
+        def visit_Call(self, node: cst.Call) -> None:
+            nonlocal found
+            func = node.func
+            if isinstance(func, cst.Attribute) and func.attr.value == "clear" and dotted_name(func.value) == accumulator:
+                found = True
+
+    loop.body.visit(Finder())
+    return found
+
+
+def _names_in(node: cst.CSTNode) -> set[str]:
+    names: set[str] = set()
+
+    class Collector(cst.CSTVisitor):
+        def visit_Name(self, name: cst.Name) -> None:
+            names.add(name.value)
+
+        def visit_Attribute(self, attribute: cst.Attribute) -> None:
+            key = dotted_name(attribute)
+            if key:
+                names.add(key)
+
+    node.visit(Collector())
+    return names
