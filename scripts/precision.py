@@ -11,17 +11,17 @@ line) to a JSON and a CSV file for triage.
 A maintainer records a verdict per finding in a triage file (committed as
 ``scripts/precision_triage.json``); with ``--triage`` the script prints the
 precision table: findings per rule, how many were checked, real bugs, false
-positives.  Verdicts are keyed by ``CODE|codebase|path|line|hash of the source
-line``; when a new release moves a line, the verdict follows the same code, path
-and source line.
+positives.  Verdicts are keyed by ``CODE|codebase|path|line:col|hash of the
+source line``; when a new release moves a line, the verdict follows the same code,
+path and source line.
 
 Examples::
 
-    python scripts/precision.py                      # fetch, lint, write findings
-    python scripts/precision.py --triage scripts/precision_triage.json --reuse
-    python scripts/precision.py --show TL002 --codebase timm --context 6
-    python scripts/precision.py --triage scripts/precision_triage.json --mark fp \\
-        --keys 'TL002|timm|timm/x.py|12|0123456789' --note "runs under no_grad in the caller"
+    python scripts/precision.py --jobs 2             # fetch, lint, write findings
+    python scripts/precision.py --reuse --triage     # precision table from the last run
+    python scripts/precision.py --reuse --triage --show TL002 --untriaged --context 6
+    python scripts/precision.py --reuse --triage --mark fp \\
+        --keys 'TL002|timm|timm/x.py|12:5' --note "runs under no_grad in the caller"
 
 Only the standard library is used; torch is needed only to locate its sources.
 """
@@ -69,6 +69,11 @@ PINNED = {
     "trl": "1.16.0",
     "stable-baselines3": "2.9.2",
     "torchtune": "0.6.1",  # its wheel ships the fine-tuning recipes (training scripts)
+    "fastai": "2.8.12",
+    "ultralytics": "8.4.190",
+    "avalanche-lib": "0.6.0",
+    "pytorch-metric-learning": "2.9.0",
+    "deepxde": "1.15.0",
     # Code that handles leaves and gradients by hand: adversarial attacks, attribution, meta-learning
     # (learn2learn and advertorch publish only sdists, which include their examples and tests).
     "torchattacks": "3.5.1",
@@ -375,6 +380,7 @@ class Triage:
             self.verdicts = json.loads(path.read_text()).get("verdicts", {})
         # The same source line elsewhere in the same file: where a verdict moves when lines shift.
         self._by_line: dict[tuple[str, str, str, str], list[str]] = defaultdict(list)
+        self.current: set[str] = set()  # keys of the findings being triaged (see ``use``)
         for key in self.verdicts:
             code, codebase, file, _, digest = key.split("|")
             self._by_line[(code, codebase, file, digest)].append(key)
@@ -384,10 +390,18 @@ class Triage:
         if finding["key"] in self.verdicts:
             return finding["key"]
         code, codebase, file, position, digest = finding["key"].split("|")
-        candidates = self._by_line.get((code, codebase, file, digest), [])
+        # Only a verdict whose own line no current finding claims has moved (identical lines
+        # elsewhere in the file keep their own verdicts).
+        candidates = [key for key in self._by_line.get((code, codebase, file, digest), [])
+                      if key not in self.current]
         col = position.split(":")[-1]
         same_col = [key for key in candidates if key.split("|")[3].split(":")[-1] == col]
         return (same_col or candidates or [None])[0]
+
+    def use(self, findings: Iterable[dict]) -> Triage:
+        """Triage these findings (the verdicts of their exact keys are not moved to other lines)."""
+        self.current = {f["key"] for f in findings}
+        return self
 
     def lookup(self, finding: dict) -> dict | None:
         key = self.matching_key(finding)
@@ -459,7 +473,7 @@ def print_precision(stats: Sequence[CodebaseStats], findings: Sequence[dict], tr
 
 def _precision_cells(counts: Counter) -> list[object]:
     judged = counts["real"] + counts["fp"]
-    precision = f"{counts['real'] / judged:.0%}" if judged else "-"
+    precision = f"{counts['real'] / judged:.1%}" if judged else "-"
     return [counts["findings"], counts["checked"], counts["real"], counts["fp"], counts["unsure"], precision]
 
 
@@ -565,10 +579,12 @@ def main(argv: Sequence[str] | None = None) -> int:
                   f"{len(codebase_findings)} findings, {codebase_stats.seconds:.1f}s", file=sys.stderr)
             for error in codebase_stats.errors[:5]:
                 print(f"  error: {error}", file=sys.stderr)
+        if args.codebase and args.out.exists():
+            stats, findings = _keep_other_codebases(args.out, select, stats, findings)
         write_results(args.out, stats, findings, select)
         print(f"findings written to {args.out} and {args.out.with_suffix('.csv')}", file=sys.stderr)
 
-    triage = Triage(args.triage) if args.triage else None
+    triage = Triage(args.triage).use(findings) if args.triage else None
     if args.mark:
         if triage is None or not args.keys:
             raise SystemExit("--mark needs --triage FILE and --keys")
@@ -587,6 +603,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         print()
         print_precision(stats, findings, triage, select)
     return 0
+
+
+def _keep_other_codebases(out: Path, select: Sequence[str], stats: list[CodebaseStats],
+                          findings: list[dict]) -> tuple[list[CodebaseStats], list[dict]]:
+    """Re-linting some codebases (``--codebase``) with the same rules keeps the others' results."""
+    old_select, old_stats, old_findings = read_results(out)
+    if list(old_select) != list(select):
+        return stats, findings
+    names = {s.name for s in stats}
+    kept = [s for s in old_stats if s.name not in names]
+    print(f"kept the results of {', '.join(s.name for s in kept) or 'no other codebase'} from {out}", file=sys.stderr)
+    return kept + stats, [f for f in old_findings if f["codebase"] not in names] + findings
 
 
 def _mark(triage: Triage, findings: Iterable[dict], keys: Sequence[str], verdict: str, note: str,
