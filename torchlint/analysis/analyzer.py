@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 import libcst as cst
 
 from torchlint.analysis import torch_api as api
-from torchlint.analysis.names import ImportTable, dotted_name
+from torchlint.analysis.names import ImportTable, dotted_name, through_grad
 from torchlint.analysis.walk import TRIVIA_TYPES, walk
 from torchlint.analysis.scopes import (
     DISABLED,
@@ -178,6 +178,32 @@ class Analyzer(cst.CSTVisitor):
         """What a name or dotted ``self.w`` key holds at the current point."""
         found = self.scope.lookup(key)
         return found if found is not None else UNKNOWN
+
+    def mentions_gradient(self, node: cst.CSTNode) -> bool:
+        """Whether ``node`` reads a gradient: a ``.grad`` attribute, or a name or element
+        bound to one (``g = p.grad``, ``d_p = p.grad.data``, ``torch.autograd.grad(...)[0]``)."""
+        if isinstance(node, cst.Attribute):
+            if node.attr.value == "grad":
+                return True
+            return self.mentions_gradient(node.value) or self._is_gradient_value(node)
+        if isinstance(node, cst.Name):
+            return self._is_gradient_value(node)
+        if isinstance(node, cst.Subscript):
+            return self._is_gradient_value(node) or self.mentions_gradient(node.value)
+        if isinstance(node, cst.BinaryOperation):
+            return self.mentions_gradient(node.left) or self.mentions_gradient(node.right)
+        if isinstance(node, cst.UnaryOperation):
+            return self.mentions_gradient(node.expression)
+        if isinstance(node, cst.Call):
+            return self.mentions_gradient(node.func) or any(self.mentions_gradient(a.value) for a in node.args)
+        return False
+
+    def _is_gradient_value(self, node: cst.BaseExpression) -> bool:
+        value = self.value_of(node)
+        if "grad" in value.tags:
+            return True
+        origin = value.origin
+        return isinstance(origin, cst.Attribute) and origin is not node and through_grad(origin)
 
     def is_grad_mode_context(self, node: cst.BaseExpression) -> bool:
         return self._mode_of_context(node) is not None

@@ -71,3 +71,29 @@ class ImportTable:
             if full == qualified:
                 return local
         return None
+
+
+def through_grad(expr: cst.BaseExpression) -> bool:
+    """True when the chain ``a.b[...].c`` passes through a ``.grad`` attribute."""
+    while isinstance(expr, (cst.Attribute, cst.Subscript)):
+        if isinstance(expr, cst.Attribute) and expr.attr.value == "grad":
+            return True
+        expr = expr.value
+    return False
+
+
+def names_in(node: cst.CSTNode) -> set[str]:
+    """Every name and dotted name (``self.w``) mentioned in ``node``."""
+    names: set[str] = set()
+
+    class Collector(cst.CSTVisitor):
+        def visit_Name(self, name: cst.Name) -> None:
+            names.add(name.value)
+
+        def visit_Attribute(self, attribute: cst.Attribute) -> None:
+            key = dotted_name(attribute)
+            if key:
+                names.add(key)
+
+    node.visit(Collector())
+    return names

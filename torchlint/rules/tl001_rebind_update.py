@@ -70,7 +70,7 @@ class RebindUpdate(Rule):
         self, value: cst.BaseExpression, key: str
     ) -> tuple[str, list[cst.Arg], cst.BaseAugOp | None] | None:
         """(in-place method, its arguments, augmented operator) if ``value`` updates ``key`` from a gradient."""
-        if not self._mentions_gradient(value):
+        if not self.ctx.mentions_gradient(value):
             return None
         if isinstance(value, cst.BinaryOperation):
             method = fixes.BINARY_TO_METHOD.get(type(value.operator))
@@ -99,18 +99,3 @@ class RebindUpdate(Rule):
         while isinstance(value, cst.BinaryOperation):
             value = value.left
         return dotted_name(value)
-
-    def _mentions_gradient(self, node: cst.CSTNode) -> bool:
-        if isinstance(node, cst.Attribute):
-            if node.attr.value == "grad":
-                return True
-            return self._mentions_gradient(node.value)
-        if isinstance(node, (cst.Name, cst.Subscript)):
-            return "grad" in self.ctx.value_of(node).tags
-        if isinstance(node, cst.BinaryOperation):
-            return self._mentions_gradient(node.left) or self._mentions_gradient(node.right)
-        if isinstance(node, cst.UnaryOperation):
-            return self._mentions_gradient(node.expression)
-        if isinstance(node, cst.Call):
-            return self._mentions_gradient(node.func) or any(self._mentions_gradient(a.value) for a in node.args)
-        return False

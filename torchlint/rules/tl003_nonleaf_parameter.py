@@ -5,6 +5,7 @@ from __future__ import annotations
 import libcst as cst
 
 from torchlint import fixes
+from torchlint.analysis.names import names_in
 from torchlint.analysis import Kind, dotted_name, keyword_arg
 from torchlint.analysis.torch_api import CONVERSION_METHODS, FACTORIES, PARAMETER, PARAMETER_TOKENS, TORCH_DTYPES
 from torchlint.rule import FixSafety, Rule
@@ -187,7 +188,7 @@ class NonleafParameter(Rule):
         key = dotted_name(target)
         if key is None or self.ctx.value_of(target).kind is not Kind.LEAF:
             return
-        if _mentions_grad(value) or key not in _names_in(value):
+        if _mentions_grad(value) or key not in names_in(value):
             return
         new_value = self.ctx.value_of(value)
         if new_value.kind is Kind.NONLEAF:
@@ -259,21 +260,5 @@ def _mentions_grad(node: cst.CSTNode) -> bool:
 
     node.visit(Finder())
     return found
-
-
-def _names_in(node: cst.CSTNode) -> set[str]:
-    names: set[str] = set()
-
-    class Collector(cst.CSTVisitor):
-        def visit_Name(self, name: cst.Name) -> None:
-            names.add(name.value)
-
-        def visit_Attribute(self, attribute: cst.Attribute) -> None:
-            key = dotted_name(attribute)
-            if key:
-                names.add(key)
-
-    node.visit(Collector())
-    return names
 
 

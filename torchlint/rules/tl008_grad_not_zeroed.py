@@ -17,6 +17,7 @@ import libcst as cst
 
 from torchlint import fixes
 from torchlint.analysis import FunctionInfo, Kind, TENSOR_KINDS, dotted_name, positional_args
+from torchlint.analysis.names import through_grad
 from torchlint.analysis.torch_api import NON_MUTATING_UNDERSCORE
 from torchlint.rule import Fix, FixSafety, Rule
 
@@ -69,15 +70,6 @@ def _last_name(expr: cst.BaseExpression) -> str:
     if isinstance(expr, cst.Name):
         return expr.value
     return ""
-
-
-def _through_grad(expr: cst.BaseExpression) -> bool:
-    """True when the chain ``a.b[...].c`` passes through a ``.grad`` attribute."""
-    while isinstance(expr, (cst.Attribute, cst.Subscript)):
-        if isinstance(expr, cst.Attribute) and expr.attr.value == "grad":
-            return True
-        expr = expr.value
-    return False
 
 
 def _grad_owners(node: cst.CSTNode) -> list[str]:
@@ -218,7 +210,7 @@ class GradNotZeroed(Rule):
         if method == "zero_grad" or qualified == "torch._foreach_zero_":
             self._record_zeroing()
             return
-        if isinstance(func, cst.Attribute) and method in ("zero_", "fill_") and _through_grad(func.value):
+        if isinstance(func, cst.Attribute) and method in ("zero_", "fill_") and through_grad(func.value):
             self._record_zeroing()  # p.grad.zero_(), p.grad.data.zero_()
             return
         if isinstance(func, cst.Name) and func.value == "setattr" and self._sets_grad(node):
@@ -271,17 +263,17 @@ class GradNotZeroed(Rule):
         target = func.value
         if not self._is_parameter_target(target):
             return False
-        if not any(self._mentions_gradient(arg.value) for arg in node.args):
+        if not any(self.ctx.mentions_gradient(arg.value) for arg in node.args):
             return False
         self._record_manual_update(target, node)
         return True
 
     def visit_AugAssign(self, node: cst.AugAssign) -> None:
-        if self._is_parameter_target(node.target) and self._mentions_gradient(node.value):
+        if self._is_parameter_target(node.target) and self.ctx.mentions_gradient(node.value):
             self._record_manual_update(node.target, node)
 
     def _is_parameter_target(self, target: cst.BaseExpression) -> bool:
-        if _through_grad(target):
+        if through_grad(target):
             return False  # clipping or scaling a gradient is not a parameter update
         while isinstance(target, cst.Subscript):
             target = target.value
@@ -294,31 +286,6 @@ class GradNotZeroed(Rule):
         owners = tuple(_grad_owners(line)) if line is not None else ()
         key = dotted_name(target)
         self._record_update(_Update(None, key, _root_name(target), line, owners))
-
-    def _mentions_gradient(self, node: cst.CSTNode) -> bool:
-        if isinstance(node, cst.Attribute):
-            if node.attr.value == "grad":
-                return True
-            return self._mentions_gradient(node.value) or self._is_grad_value(node)
-        if isinstance(node, (cst.Name, cst.Subscript)):
-            return self._is_grad_value(node) or (
-                isinstance(node, cst.Subscript) and self._mentions_gradient(node.value)
-            )
-        if isinstance(node, cst.BinaryOperation):
-            return self._mentions_gradient(node.left) or self._mentions_gradient(node.right)
-        if isinstance(node, cst.UnaryOperation):
-            return self._mentions_gradient(node.expression)
-        if isinstance(node, cst.Call):
-            return self._mentions_gradient(node.func) or any(self._mentions_gradient(a.value) for a in node.args)
-        return False
-
-    def _is_grad_value(self, node: cst.BaseExpression) -> bool:
-        """A name bound to a gradient: ``g = p.grad``, ``d_p = p.grad.data``."""
-        value = self.ctx.value_of(node)
-        if "grad" in value.tags:
-            return True
-        origin = value.origin
-        return isinstance(origin, cst.Attribute) and origin is not node and _through_grad(origin)
 
     def visit_Assign(self, node: cst.Assign) -> None:
         for target in node.targets:
@@ -336,7 +303,7 @@ class GradNotZeroed(Rule):
             self._note_assignment(node.asname.name)
 
     def _note_assignment(self, target: cst.BaseExpression) -> None:
-        if _through_grad(target) or (isinstance(target, cst.Attribute) and target.attr.value == "grad"):
+        if through_grad(target) or (isinstance(target, cst.Attribute) and target.attr.value == "grad"):
             self._record_zeroing()  # p.grad = None, p.grad = torch.zeros_like(p)
             return
         if not self.ctx.loops:

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 import libcst as cst
 
 from torchlint import fixes
+from torchlint.analysis.names import names_in
 from torchlint.analysis import Kind, dotted_name, keyword_arg, positional_args
 from torchlint.analysis.torch_api import LEAF_SOURCE_TOKENS
 from torchlint.rule import Fix, FixSafety, Rule
@@ -561,7 +562,7 @@ def _reset_inside(loop: cst.For | cst.While, accumulator: str) -> bool:
     class Finder(cst.CSTVisitor):
         def visit_Assign(self, node: cst.Assign) -> None:
             nonlocal found
-            if any(dotted_name(t.target) == accumulator for t in node.targets) and accumulator not in _names_in(
+            if any(dotted_name(t.target) == accumulator for t in node.targets) and accumulator not in names_in(
                 node.value
             ):
                 found = True
@@ -574,19 +575,3 @@ def _reset_inside(loop: cst.For | cst.While, accumulator: str) -> bool:
 
     loop.body.visit(Finder())
     return found
-
-
-def _names_in(node: cst.CSTNode) -> set[str]:
-    names: set[str] = set()
-
-    class Collector(cst.CSTVisitor):
-        def visit_Name(self, name: cst.Name) -> None:
-            names.add(name.value)
-
-        def visit_Attribute(self, attribute: cst.Attribute) -> None:
-            key = dotted_name(attribute)
-            if key:
-                names.add(key)
-
-    node.visit(Collector())
-    return names
