@@ -39,3 +39,17 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 @pytest.fixture
 def fuzz_long(request: pytest.FixtureRequest) -> bool:
     return bool(request.config.getoption("--fuzz-long"))
+
+
+# A small training script with two fixable mistakes (TL012, TL001), shared by the CLI tests.
+BAD = """import torch
+
+w = torch.zeros(3, requires_grad=True)
+b = torch.zeros(1)
+b.require_grad = True
+for step in range(3):
+    loss = (w * 2).sum()
+    loss.backward()
+    w = w - 0.1 * w.grad
+"""
+FIXED = BAD.replace("b.require_grad", "b.requires_grad").replace("w = w - 0.1 * w.grad", "w.data.sub_(0.1 * w.grad)")

@@ -10,18 +10,8 @@ from pathlib import Path
 import pytest
 
 from torchlint.cli import main
+from conftest import BAD, FIXED
 
-BAD = """import torch
-
-w = torch.zeros(3, requires_grad=True)
-b = torch.zeros(1)
-b.require_grad = True
-for step in range(3):
-    loss = (w * 2).sum()
-    loss.backward()
-    w = w - 0.1 * w.grad
-"""
-FIXED = BAD.replace("b.require_grad", "b.requires_grad").replace("w = w - 0.1 * w.grad", "w.data.sub_(0.1 * w.grad)")
 
 
 @pytest.fixture

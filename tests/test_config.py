@@ -11,17 +11,8 @@ from torchlint.cli import build_parser, main, settings_from_args
 from torchlint.config import ConfigError, common_directory, find_config, load_config, settings_for
 from torchlint.rule import FixStyle
 from torchlint.settings import DEFAULT_EXCLUDE, Settings
+from conftest import BAD
 
-BAD = """import torch
-
-w = torch.zeros(3, requires_grad=True)
-b = torch.zeros(1)
-b.require_grad = True
-for step in range(3):
-    loss = (w * 2).sum()
-    loss.backward()
-    w = w - 0.1 * w.grad
-"""
 
 
 def write(path: Path, text: str) -> Path:

@@ -13,19 +13,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import ROOT
+from conftest import BAD, FIXED, ROOT
 
-BAD = """import torch
-
-w = torch.zeros(3, requires_grad=True)
-b = torch.zeros(1)
-b.require_grad = True
-for step in range(3):
-    loss = (w * 2).sum()
-    loss.backward()
-    w = w - 0.1 * w.grad
-"""
-FIXED = BAD.replace("b.require_grad", "b.requires_grad").replace("w = w - 0.1 * w.grad", "w.data.sub_(0.1 * w.grad)")
 # Pinned: other rules may also fire on these samples as the catalogue grows.
 CONFIG = '[tool.torchlint]\nselect = ["TL001", "TL012"]\n'
 TORCHLINT = shutil.which("torchlint")

@@ -14,17 +14,8 @@ from torchlint.rulebook import page_for
 from torchlint.rules import all_rules, rule_by_code
 from torchlint.runner import FileReport, check_file
 from torchlint.settings import Settings, resolve_rules
+from conftest import BAD
 
-BAD = """import torch
-
-w = torch.zeros(3, requires_grad=True)
-b = torch.zeros(1)
-b.require_grad = True
-for step in range(3):
-    loss = (w * 2).sum()
-    loss.backward()
-    w = w - 0.1 * w.grad
-"""
 # Pinned: other rules may also fire on these samples as the catalogue grows.
 RULES = resolve_rules(Settings(select=("TL001", "TL012")))
 WITH_EDITS = Settings(fix_edits=True)
