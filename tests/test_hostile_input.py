@@ -33,8 +33,10 @@ DEEP = {
     "deep_and.py": (HEADER + "x = " + " and ".join(["w"] * 20000) + "\n", "too deeply nested"),
     "deep_parens.py": (HEADER + "x = " + "(" * 5000 + "w" + ")" * 5000 + "\n", "too many nested parentheses"),
     "deep_lists.py": (HEADER + "x = " + "[" * 5000 + "]" * 5000 + "\n", "too many nested parentheses"),
-    "deep_blocks.py": (HEADER + "".join(" " * i + "if w:\n" for i in range(150)) + " " * 150 + "w -= 1\n",
-                       "indentation"),
+    "deep_blocks.py": (
+        HEADER + "".join(" " * i + "if w:\n" for i in range(150)) + " " * 150 + "w -= 1\n",
+        "indentation",
+    ),
     "deep_strings.py": (HEADER + "x = " + " ".join(['"a"'] * 5000) + "\n", "error"),
 }
 BROKEN = {
@@ -61,9 +63,19 @@ VALID = {
 
 def notebook(*cells: str) -> str:
     data = {
-        "cells": [{"cell_type": "code", "execution_count": None, "metadata": {}, "outputs": [],
-                   "source": source.splitlines(keepends=True)} for source in cells],
-        "metadata": {"language_info": {"name": "python"}}, "nbformat": 4, "nbformat_minor": 5,
+        "cells": [
+            {
+                "cell_type": "code",
+                "execution_count": None,
+                "metadata": {},
+                "outputs": [],
+                "source": source.splitlines(keepends=True),
+            }
+            for source in cells
+        ],
+        "metadata": {"language_info": {"name": "python"}},
+        "nbformat": 4,
+        "nbformat_minor": 5,
     }
     return json.dumps(data)
 
@@ -99,6 +111,11 @@ def build_tree(root: Path) -> dict[str, str]:
     expected["deep_json.ipynb"] = "nested too deeply"
     (root / "bad_cell.ipynb").write_text(notebook(HEADER, "def (:\n", "w -= 1\n"))
     expected["bad_cell.ipynb"] = "cell 2"
+    big = json.loads(notebook(GOOD))  # 6 MB of outputs (an image), little code: fine
+    big["cells"][0]["outputs"] = [
+        {"output_type": "display_data", "metadata": {}, "data": {"image/png": "iVBORw0KGgo" * 600_000}}
+    ]
+    (root / "big_outputs.ipynb").write_text(json.dumps(big))
     (root / "bad_cell_bytes.ipynb").write_bytes(b'{"cells": [{"cell_type": "code", "source": "\xff"}]}')
     expected["bad_cell_bytes.ipynb"] = "cannot decode"
     return expected
@@ -127,11 +144,28 @@ sys.exit(run.returncode)
 
 
 @pytest.fixture(scope="module")
-def hostile_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, str], subprocess.CompletedProcess, float]:
+def hostile_run(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> tuple[Path, dict[str, str], subprocess.CompletedProcess, float]:
     root = tmp_path_factory.mktemp("hostile")
     expected = build_tree(root)
-    command = [*without_file_access_override(), sys.executable, "-c", MEASURE,
-               sys.executable, "-m", "torchlint", "--isolated", "--no-cache", "--select", "ALL", "."]
+    # The cache is on (as by default) but kept out of the tree.
+    cache = tmp_path_factory.mktemp("cache")
+    command = [
+        *without_file_access_override(),
+        sys.executable,
+        "-c",
+        MEASURE,
+        sys.executable,
+        "-m",
+        "torchlint",
+        "--isolated",
+        "--cache-dir",
+        str(cache),
+        "--select",
+        "ALL",
+        ".",
+    ]
     start = time.monotonic()
     result = subprocess.run(command, cwd=root, capture_output=True, text=True, timeout=600)
     return root, expected, result, time.monotonic() - start
@@ -139,7 +173,7 @@ def hostile_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[st
 
 def test_each_hostile_file_gives_one_clear_error_line(hostile_run) -> None:
     root, expected, result, _ = hostile_run
-    assert "Traceback" not in result.stderr, result.stderr
+    assert "Traceback" not in result.stderr and "internal error" not in result.stderr, result.stderr
     lines = result.stderr.splitlines()[:-1]  # the last line is the measured memory
     for name, word in expected.items():
         mine = [line for line in lines if line.startswith(f"{name}:")]
@@ -154,6 +188,7 @@ def test_the_rest_of_the_run_goes_on(hostile_run) -> None:
     _, _, result, _ = hostile_run
     for name in ("good.py", "cr_only.py", "long_line.py", "long_string.py", "wide.py", "nested_ok.py"):
         assert f"{name}:3:1: TL002" in result.stdout
+    assert "big_outputs.ipynb:cell 1:3:1: TL002" in result.stdout
 
 
 def test_exit_code_says_an_error_happened(hostile_run) -> None:
@@ -174,8 +209,13 @@ def test_fix_on_the_hostile_tree_changes_only_the_fixable_files(hostile_run, tmp
     for name in [*BROKEN, *VALID, "good.py"]:
         shutil.copyfile(root / name, tree / name)
     before = {p.name: p.read_bytes() for p in tree.iterdir()}
-    result = subprocess.run([sys.executable, "-m", "torchlint", "--isolated", "--no-cache", "--fix", "."],
-                            cwd=tree, capture_output=True, text=True, timeout=600)
+    result = subprocess.run(
+        [sys.executable, "-m", "torchlint", "--isolated", "--no-cache", "--fix", "."],
+        cwd=tree,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert result.returncode == 2 and "Traceback" not in result.stderr
     changed = {p.name for p in tree.iterdir() if p.read_bytes() != before[p.name]}
     assert changed == {"good.py", "cr_only.py", "long_line.py", "long_string.py", "wide.py", "nested_ok.py"}
@@ -231,6 +271,12 @@ def test_a_file_over_the_size_limit_is_refused_without_reading_it(tmp_path: Path
         read_source(path)
 
 
+def test_source_over_the_size_limit_is_refused_by_the_engine() -> None:
+    source = GOOD + "#" * MAX_SOURCE_BYTES + "\n"
+    with pytest.raises(SourceError, match="too large"):
+        lint_source(source, all_rules())
+
+
 def test_a_fifo_is_refused_without_blocking(tmp_path: Path) -> None:
     os.mkfifo(tmp_path / "pipe.py")
     with pytest.raises(ReadError, match="not a regular file"):
@@ -239,8 +285,13 @@ def test_a_fifo_is_refused_without_blocking(tmp_path: Path) -> None:
 
 def test_nonexistent_path_given_on_the_command_line(tmp_path: Path) -> None:
     (tmp_path / "good.py").write_text(GOOD)
-    result = subprocess.run([sys.executable, "-m", "torchlint", "--isolated", "--no-cache", "missing.py", "good.py"],
-                            cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    result = subprocess.run(
+        [sys.executable, "-m", "torchlint", "--isolated", "--no-cache", "missing.py", "good.py"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert result.returncode == 2
     assert result.stderr.splitlines()[0] == "missing.py: error: no such file or directory"
     assert "good.py:3:1: TL002" in result.stdout
@@ -249,8 +300,12 @@ def test_nonexistent_path_given_on_the_command_line(tmp_path: Path) -> None:
 @pytest.mark.parametrize("name", ["binary.py", "undecodable.py", "deep_sum.py", "deep_parens.py", "syntax.py"])
 def test_hostile_input_on_stdin(name: str) -> None:
     data, word = BROKEN[name]
-    result = subprocess.run([sys.executable, "-m", "torchlint", "--isolated", "--no-cache", "-"],
-                            input=data, capture_output=True, timeout=120)
+    result = subprocess.run(
+        [sys.executable, "-m", "torchlint", "--isolated", "--no-cache", "-"],
+        input=data,
+        capture_output=True,
+        timeout=120,
+    )
     stderr = result.stderr.decode()
     assert result.returncode == 2 and "Traceback" not in stderr
     assert stderr.startswith("-:") and word in stderr.splitlines()[0]

@@ -45,12 +45,12 @@ M4 = "has been modified by an inplace operation"
 M5 = "Trying to backward through the graph a second time"
 INT_GRAD = "Only Tensors of floating point"
 AUTOGRAD_ERRORS = (M1, M3, M4, M5, INT_GRAD)
-CRASH_RULES = {"TL002": M1, "TL006": INT_GRAD}
+CRASH_RULES = {"TL002": M1, "TL006": INT_GRAD, "TL007": M4, "TL010": M5}
 DEFAULT_EXAMPLES, LONG_EXAMPLES = 60, 2000
 
 BASES = [
     # manual SGD on plain leaves
-    '''import torch
+    """import torch
 
 torch.manual_seed(0)
 X = torch.randn(8, 3)
@@ -66,9 +66,9 @@ for step in range(2):
         b -= lr * b.grad
     w.grad.zero_()
     b.grad.zero_()
-''',
+""",
     # a model's parameters updated in a loop
-    '''import torch
+    """import torch
 import torch.nn as nn
 
 torch.manual_seed(0)
@@ -83,9 +83,9 @@ for step in range(2):
     with torch.no_grad():
         for p in model.parameters():
             p -= lr * p.grad
-''',
+""",
     # nn.Parameter attributes of a module
-    '''import torch
+    """import torch
 import torch.nn as nn
 
 
@@ -110,9 +110,9 @@ for step in range(2):
     with torch.no_grad():
         net.w -= 0.1 * net.w.grad
         net.b -= 0.1 * net.b.grad
-''',
+""",
     # a built-in layer's weight and bias, with weight decay
-    '''import torch
+    """import torch
 
 torch.manual_seed(0)
 lin = torch.nn.Linear(3, 1)
@@ -126,7 +126,7 @@ for step in range(2):
         lin.weight.mul_(0.99)
         lin.weight.sub_(0.1 * lin.weight.grad)
         lin.bias -= 0.1 * lin.bias.grad
-''',
+""",
 ]
 
 
@@ -174,7 +174,8 @@ def _target(line: cst.SimpleStatementLine) -> cst.BaseExpression:
 
 def _is_grad_context(node: cst.With) -> bool:
     return any(
-        isinstance(item.item, cst.Call) and _code(item.item.func).split(".")[-1] in _GRAD_CONTEXTS for item in node.items
+        isinstance(item.item, cst.Call) and _code(item.item.func).split(".")[-1] in _GRAD_CONTEXTS
+        for item in node.items
     )
 
 
@@ -217,8 +218,11 @@ def _call(dotted: str, *args: str) -> cst.Call:
 
 
 def _with(context: cst.BaseExpression, body: list[cst.BaseStatement], like: cst.CSTNode) -> cst.With:
-    return cst.With(items=[cst.WithItem(context)], body=cst.IndentedBlock(body=body),
-                    leading_lines=getattr(like, "leading_lines", ()))
+    return cst.With(
+        items=[cst.WithItem(context)],
+        body=cst.IndentedBlock(body=body),
+        leading_lines=getattr(like, "leading_lines", ()),
+    )
 
 
 def _line(code: str) -> cst.SimpleStatementLine:
@@ -319,9 +323,18 @@ def move_into_helper(module: cst.Module, choice: int) -> cst.Module | None:
         body=cst.IndentedBlock(body=[body.with_changes(leading_lines=())]),  # type: ignore[list-item]
         leading_lines=[cst.EmptyLine(), cst.EmptyLine()],
     )
-    mutant = _replace(module, line, _line(f"{helper_name}({target_code})").with_changes(leading_lines=line.leading_lines))
+    mutant = _replace(
+        module, line, _line(f"{helper_name}({target_code})").with_changes(leading_lines=line.leading_lines)
+    )
     # The helper goes right after the imports (the module's grad mode is the default there).
-    position = max(i for i, s in enumerate(mutant.body) if m.matches(s, m.SimpleStatementLine(body=[m.Import() | m.ImportFrom()]))) + 1
+    position = (
+        max(
+            i
+            for i, s in enumerate(mutant.body)
+            if m.matches(s, m.SimpleStatementLine(body=[m.Import() | m.ImportFrom()]))
+        )
+        + 1
+    )
     return mutant.with_changes(body=[*mutant.body[:position], helper, *mutant.body[position:]])
 
 
@@ -335,7 +348,9 @@ def decorate_helper(module: cst.Module, choice: int) -> cst.Module | None:
     return _replace(module, helper, helper.with_changes(decorators=[cst.Decorator(cst.parse_expression(decorator))]))
 
 
-def _small_replaced(module: cst.Module, choice: int, rewrite: Callable[[cst.BaseSmallStatement], cst.BaseSmallStatement | None]) -> cst.Module | None:
+def _small_replaced(
+    module: cst.Module, choice: int, rewrite: Callable[[cst.BaseSmallStatement], cst.BaseSmallStatement | None]
+) -> cst.Module | None:
     updates = _collect(module).updates
     candidates = [line for line in updates if rewrite(line.body[0]) is not None]
     if not candidates:
@@ -348,9 +363,17 @@ def _with_target(small: cst.BaseSmallStatement, new_target: Callable[[cst.BaseEx
     if isinstance(small, cst.AugAssign):
         target = new_target(small.target)
         return small.with_changes(target=target) if target is not None else None
-    if isinstance(small, cst.Expr) and isinstance(small.value, cst.Call) and isinstance(small.value.func, cst.Attribute):
+    if (
+        isinstance(small, cst.Expr)
+        and isinstance(small.value, cst.Call)
+        and isinstance(small.value.func, cst.Attribute)
+    ):
         receiver = new_target(small.value.func.value)
-        return small.with_changes(value=small.value.with_changes(func=small.value.func.with_changes(value=receiver))) if receiver is not None else None
+        return (
+            small.with_changes(value=small.value.with_changes(func=small.value.func.with_changes(value=receiver)))
+            if receiver is not None
+            else None
+        )
     return None
 
 
@@ -363,7 +386,9 @@ def add_data(module: cst.Module, choice: int) -> cst.Module | None:
 
 def remove_data(module: cst.Module, choice: int) -> cst.Module | None:
     def rewrite(small: cst.BaseSmallStatement):
-        return _with_target(small, lambda t: t.value if isinstance(t, cst.Attribute) and t.attr.value == "data" else None)
+        return _with_target(
+            small, lambda t: t.value if isinstance(t, cst.Attribute) and t.attr.value == "data" else None
+        )
 
     return _small_replaced(module, choice, rewrite)
 
@@ -379,7 +404,11 @@ def switch_aug_and_method(module: cst.Module, choice: int) -> cst.Module | None:
         if isinstance(small, cst.AugAssign) and type(small.operator) in _AUG_METHOD:
             method = _AUG_METHOD[type(small.operator)]
             return cst.Expr(cst.Call(cst.Attribute(small.target, cst.Name(method)), [cst.Arg(small.value)]))
-        if isinstance(small, cst.Expr) and isinstance(small.value, cst.Call) and isinstance(small.value.func, cst.Attribute):
+        if (
+            isinstance(small, cst.Expr)
+            and isinstance(small.value, cst.Call)
+            and isinstance(small.value.func, cst.Attribute)
+        ):
             op = _METHOD_AUG.get(small.value.func.attr.value)
             if op is not None and len(small.value.args) == 1:
                 return cst.AugAssign(small.value.func.value, op(), small.value.args[0].value)
@@ -441,8 +470,17 @@ def _loop(module: cst.Module) -> cst.For | None:
 def _loss_lines(loop: cst.For) -> tuple[cst.SimpleStatementLine | None, cst.SimpleStatementLine | None]:
     """The ``loss = ...`` and the ``loss.backward()`` lines of a training loop."""
     body = loop.body.body  # type: ignore[attr-defined]
-    assign = next((s for s in body if m.matches(s, m.SimpleStatementLine([m.Assign([m.AssignTarget(m.Name("loss"))])]))), None)
-    backward = next((s for s in body if m.matches(s, m.SimpleStatementLine([m.Expr(m.Call(m.Attribute(m.Name("loss"), m.Name("backward"))))]))), None)
+    assign = next(
+        (s for s in body if m.matches(s, m.SimpleStatementLine([m.Assign([m.AssignTarget(m.Name("loss"))])]))), None
+    )
+    backward = next(
+        (
+            s
+            for s in body
+            if m.matches(s, m.SimpleStatementLine([m.Expr(m.Call(m.Attribute(m.Name("loss"), m.Name("backward"))))]))
+        ),
+        None,
+    )
     return assign, backward
 
 
@@ -472,9 +510,21 @@ def double_backward(module: cst.Module, choice: int) -> cst.Module | None:
 
 
 MUTATIONS: list[Mutation] = [
-    wrap_in_no_grad, remove_grad_context, switch_grad_context, enable_grad_inside, rename_torch,
-    move_into_helper, decorate_helper, add_data, remove_data, switch_aug_and_method, rebind,
-    write_through_index, create_leaf, hoist_loss, double_backward,
+    wrap_in_no_grad,
+    remove_grad_context,
+    switch_grad_context,
+    enable_grad_inside,
+    rename_torch,
+    move_into_helper,
+    decorate_helper,
+    add_data,
+    remove_data,
+    switch_aug_and_method,
+    rebind,
+    write_through_index,
+    create_leaf,
+    hoist_loss,
+    double_backward,
 ]
 
 
@@ -491,10 +541,38 @@ def mutate(base: int, steps: list[tuple[int, int]]) -> tuple[str, set[str]]:
     return module.code, applied
 
 
-def known_gap(base: int, applied: set[str]) -> bool:
-    """TL010 misses these (see the xfail tests below): a loss built before the loop from
-    an nn.Sequential or a user-defined module, and two backward() calls in a row."""
-    return "double_backward" in applied or ("hoist_loss" in applied and base in (1, 2))
+def known_gap(applied: set[str]) -> Callable[[str, "Outcome"], bool]:
+    """Disagreements already reported and pinned by the xfail tests below, so that
+    the fuzzing goes on looking for new ones:
+
+    - TL010 misses some losses built before the loop (from an nn.Sequential or a
+      user-defined module, or when the loop updates with ``.sub_()`` under no_grad)
+      and two backward() calls in a row;
+    - TL002 does not follow a leaf into a helper that does not read ``.grad``.
+    """
+
+    def known(source: str, outcome: Outcome) -> bool:
+        if outcome.error is None:
+            return False
+        if M5 in outcome.error:
+            return bool(applied & {"hoist_loss", "double_backward"})
+        if M1 in outcome.error and outcome.line is not None:
+            function = _function_at(source, outcome.line)
+            return (
+                function is not None
+                and function.name.startswith("_update")
+                and ".grad" not in (ast.get_source_segment(source, function) or "")
+            )
+        return False
+
+    return known
+
+
+def _function_at(source: str, line: int) -> ast.FunctionDef | None:
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.FunctionDef) and node.lineno <= line <= (node.end_lineno or node.lineno):
+            return node
+    return None
 
 
 # ---------------------------------------------------------------- running with torch
@@ -513,8 +591,11 @@ def execute(source: str) -> Outcome:
             exec(compile(source, "<mutant>", "exec"), namespace)
         except Exception as error:  # noqa: BLE001 - any error is an outcome to compare
             frames = [f for f in traceback.extract_tb(error.__traceback__) if f.filename == "<mutant>"]
-            return Outcome(f"{type(error).__name__}: {error}", frames[-1].lineno if frames else None,
-                           [str(w.message) for w in caught])
+            return Outcome(
+                f"{type(error).__name__}: {error}",
+                frames[-1].lineno if frames else None,
+                [str(w.message) for w in caught],
+            )
     return Outcome(None, None, [str(w.message) for w in caught])
 
 
@@ -537,16 +618,16 @@ def _statement_lines(source: str) -> dict[int, range]:
     return spans
 
 
-def check_program(source: str, tolerate_m5: bool = False) -> list[str]:
-    """Where torchlint and torch disagree about ``source`` (empty: they agree).
-    ``tolerate_m5``: a known gap may leave an M5 unreported."""
+Tolerated = Callable[[str, Outcome], bool]
+
+
+def check_program(source: str, tolerated: Tolerated = lambda source, outcome: False) -> list[str]:
+    """Where torchlint and torch disagree about ``source`` (empty: they agree)."""
     findings = lint_source(source, RULES).findings
     outcome = execute(source)
     errors = autograd_errors(outcome)
     problems = []
-    if not findings and errors:
-        if errors == [M5] and tolerate_m5:
-            return []
+    if not findings and errors and not tolerated(source, outcome):
         problems.append(f"torchlint says clean; torch: {outcome.error or errors} (line {outcome.line})")
     spans = _statement_lines(source)
     for code, message in CRASH_RULES.items():
@@ -554,25 +635,25 @@ def check_program(source: str, tolerate_m5: bool = False) -> list[str]:
         if lines and outcome.error is None:
             problems.append(f"{code} at lines {sorted(lines)}, but torch runs it without error")
         raised = outcome.error is not None and message in outcome.error
-        if raised and outcome.line not in lines:
+        if raised and outcome.line not in lines and not tolerated(source, outcome):
             problems.append(f"torch raises {outcome.error!r} at line {outcome.line}, where torchlint reports no {code}")
     return problems
 
 
-def disagreements(source: str, tolerate_m5: bool = False) -> list[str]:
+def disagreements(source: str, tolerated: Tolerated = lambda source, outcome: False) -> list[str]:
     """``check_program`` on the mutant and on each style of its ``--fix --unsafe-fixes`` result."""
-    problems = check_program(source, tolerate_m5)
+    problems = check_program(source, tolerated)
     for style in FixStyle:
         fixed = fix_source(source, RULES, RuleOptions(fix_style=style), unsafe=True).source
         if fixed != source:
-            problems += [f"after the {style.value}-style fix: {p}" for p in check_program(fixed, tolerate_m5)]
+            problems += [f"after the {style.value}-style fix: {p}" for p in check_program(fixed, tolerated)]
     return problems
 
 
 # ---------------------------------------------------------------- the tests
 def test_the_bases_run_cleanly_and_lint_cleanly() -> None:
     for source in BASES:
-        assert execute(source) == Outcome(None, []), source
+        assert execute(source) == Outcome(None, None, []), source
         assert lint_source(source, RULES).findings == [], source
 
 
@@ -601,7 +682,7 @@ def test_mutants_agree_with_torch(fuzz_long: bool) -> None:
     def check(mutant: tuple[int, list[tuple[int, int]]]) -> None:
         source, applied = mutate(*mutant)
         seen.add(source)
-        problems = disagreements(source, tolerate_m5=known_gap(mutant[0], applied))
+        problems = disagreements(source, known_gap(applied))
         assert not problems, "\n".join(problems) + "\n--- mutant ---\n" + source
 
     settings(
@@ -656,6 +737,26 @@ for step in range(2):
     loss.backward()
     loss.backward()
 """,
+    "sub_under_no_grad_hides_the_loss_built_before_the_loop": """import torch
+
+X = torch.randn(8, 3)
+w = torch.zeros(3, 1, requires_grad=True)
+loss = ((X @ w) ** 2).mean()
+for step in range(2):
+    loss.backward()
+    with torch.no_grad():
+        w.sub_(0.1 * w.grad)
+""",
+}
+TL002_GAPS = {
+    "leaf_passed_to_a_helper_that_reads_no_grad": """import torch
+
+def decay(p):
+    p.mul_(0.99)
+
+lin = torch.nn.Linear(3, 1)
+decay(lin.weight)
+""",
 }
 
 
@@ -665,3 +766,52 @@ def test_m5_gap(name: str) -> None:
     source = M5_GAPS[name]
     assert M5 in (execute(source).error or "")
     assert check_program(source) == []
+
+
+@pytest.mark.parametrize("name", sorted(TL002_GAPS))
+@pytest.mark.xfail(strict=True, reason="TL002 does not follow a leaf into a helper without a .grad read (reported)")
+def test_tl002_gap(name: str) -> None:
+    source = TL002_GAPS[name]
+    assert M1 in (execute(source).error or "")
+    assert check_program(source) == []
+
+
+# ---------------------------------------------------------------- layout of the fixed code
+def _tabs(source: str) -> str:
+    return "".join(
+        "\t" * ((len(line) - len(line.lstrip(" "))) // 4) + line.lstrip(" ")
+        for line in source.splitlines(keepends=True)
+    )
+
+
+def _two_spaces(source: str) -> str:
+    return "".join(
+        "  " * ((len(line) - len(line.lstrip(" "))) // 4) + line.lstrip(" ")
+        for line in source.splitlines(keepends=True)
+    )
+
+
+LAYOUTS = {"crlf": lambda s: s.replace("\n", "\r\n"), "tabs": _tabs, "two-spaces": _two_spaces}
+
+
+def test_fixes_follow_the_files_layout(fuzz_long: bool) -> None:
+    """Fixing a mutant written with CRLF, tabs or two-space indentation gives the same
+    code as fixing it in the usual layout, in that layout: the lines a fix creates
+    (a `with torch.no_grad():` block ...) follow the file."""
+
+    def check(mutant: tuple[int, list[tuple[int, int]]]) -> None:
+        source, _ = mutate(*mutant)
+        for style in FixStyle:
+            options = RuleOptions(fix_style=style)
+            plain = fix_source(source, RULES, options, unsafe=True).source
+            for name, layout in LAYOUTS.items():
+                laid_out = fix_source(layout(source), RULES, options, unsafe=True).source
+                assert laid_out == layout(plain), f"{name}, {style.value} style\n--- mutant ---\n{source}"
+
+    settings(
+        max_examples=LONG_EXAMPLES if fuzz_long else DEFAULT_EXAMPLES // 4,
+        deadline=None,
+        derandomize=not fuzz_long,
+        database=None,
+        suppress_health_check=list(HealthCheck),
+    )(given(MUTANT)(check))()

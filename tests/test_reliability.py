@@ -19,7 +19,7 @@ import libcst as cst
 import pytest
 
 from torchlint import files
-from torchlint.engine import MAX_FIX_PASSES, FixError, fix_source, lint_source
+from torchlint.engine import MAX_FIX_PASSES, FixError, fix_source
 from torchlint.files import TEMPORARY_SUFFIX, WriteError, read_source, write_atomic
 from torchlint.rule import Fix, FixStyle, Rule, RuleOptions
 from torchlint.rules import all_rules
@@ -46,7 +46,10 @@ def fixed(source: str, style: FixStyle = FixStyle.DATA, unsafe: bool = False) ->
 def torchlint(*args: str, cwd: Path) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, "-m", "torchlint", "--isolated", "--no-cache", *args],
-        cwd=cwd, capture_output=True, text=True, timeout=300,
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
 
 
@@ -161,11 +164,13 @@ def with_endings(text: str, endings: list[str]) -> str:
 
 
 def _ending(line: str) -> str:
-    return line[len(line.rstrip("\r\n")):]
+    return line[len(line.rstrip("\r\n")) :]
 
 
 @pytest.mark.parametrize("style", [FixStyle.DATA, FixStyle.NO_GRAD])
-@pytest.mark.parametrize("endings", [["\n"], ["\r\n"], ["\r\n", "\n"], ["\n", "\r\n"]], ids=["lf", "crlf", "mixed", "mixed2"])
+@pytest.mark.parametrize(
+    "endings", [["\n"], ["\r\n"], ["\r\n", "\n"], ["\n", "\r\n"]], ids=["lf", "crlf", "mixed", "mixed2"]
+)
 def test_fix_keeps_line_endings(tmp_path: Path, style: FixStyle, endings: list[str]) -> None:
     source = with_endings(SAMPLE, endings)
     (tmp_path / "m.py").write_bytes(source.encode())
@@ -200,6 +205,18 @@ class BreaksTheCode(Rule):
     def visit_Name(self, node: cst.Name) -> None:
         if node.value == "broken":
             self.report(node, "broken", Fix("break it", ((node, cst.Name("lambda")),)))
+
+
+class PutsAStatementInAnExpression(Rule):
+    """Test rule: replaces the name `broken` with a `pass` statement (a tree libcst cannot print validly)."""
+
+    code = "TL994"
+    name = "statement-in-expression"
+    summary = "test"
+
+    def visit_Name(self, node: cst.Name) -> None:
+        if node.value == "broken":
+            self.report(node, "broken", Fix("break it", ((node, cst.Pass()),)))
 
 
 class RenamesX(Rule):
@@ -245,6 +262,11 @@ def test_a_fix_that_breaks_the_code_raises_and_names_its_rule() -> None:
         fix_source("x = 1\nbroken = 2\n", [BreaksTheCode, RenamesX])
     message = str(error.value)
     assert "TL990 at line 2" in message and "TL991" not in message and "nothing is written" in message
+
+
+def test_a_fix_that_builds_a_wrong_tree_raises_and_names_its_rule() -> None:
+    with pytest.raises(FixError, match="TL994 at line 2"):
+        fix_source("x = 1\ny = broken + 1\n", [PutsAStatementInAnExpression, RenamesX])
 
 
 def test_a_fix_that_breaks_the_code_writes_nothing(tmp_path: Path) -> None:
@@ -346,8 +368,9 @@ def test_interrupted_fix_leaves_every_file_old_or_new(tmp_path: Path, signum: in
     for fraction in (0.45, 0.65, 0.85):  # deterministic points from start-up to the last writes
         for path, (original, _) in versions.items():
             path.write_bytes(original)
-        process = subprocess.Popen(command, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                                   text=True, start_new_session=True)
+        process = subprocess.Popen(
+            command, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True
+        )
         time.sleep(full * fraction)
         if signum == signal.SIGINT:
             os.killpg(process.pid, signum)
@@ -367,8 +390,10 @@ def test_interrupted_fix_leaves_every_file_old_or_new(tmp_path: Path, signum: in
 def test_two_concurrent_fix_runs_do_not_corrupt_the_tree(tmp_path: Path) -> None:
     versions = _tree(tmp_path, 24)
     command = [sys.executable, "-m", "torchlint", "--isolated", "--no-cache", "--fix", "--jobs", "1", "."]
-    runs = [subprocess.Popen(command, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-            for _ in range(2)]
+    runs = [
+        subprocess.Popen(command, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        for _ in range(2)
+    ]
     results = [(run.wait(timeout=300), run.stderr.read()) for run in runs]  # type: ignore[union-attr]
     for code, stderr in results:
         assert code in (0, 1), stderr
@@ -376,3 +401,41 @@ def test_two_concurrent_fix_runs_do_not_corrupt_the_tree(tmp_path: Path) -> None
     assert _assert_each_old_or_new(tmp_path, versions) == len(versions)
     again = torchlint("--fix", ".", cwd=tmp_path)
     assert "Fixed" not in again.stderr
+
+
+# ---------------------------------------------------------------- real-code round trip (scripts/roundtrip.py)
+def _roundtrip_script():
+    import importlib.util
+
+    from conftest import ROOT
+
+    spec = importlib.util.spec_from_file_location("roundtrip", ROOT / "scripts" / "roundtrip.py")
+    module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+    sys.modules.setdefault("roundtrip", module)  # dataclasses look their module up
+    spec.loader.exec_module(module)  # type: ignore[union-attr]
+    return module
+
+
+def test_roundtrip_flags_changes_outside_findings() -> None:
+    roundtrip = _roundtrip_script()
+    before = "a = 1\nb = 2\nc = 3\n"
+    assert roundtrip.changes_outside(before, "a = 1\nb = 5\nc = 3\n", {2}) == []
+    assert roundtrip.changes_outside(before, "a = 1\nb = 5\nc = 4\n", {2}) == [3]
+    assert roundtrip.changes_outside(before, "a = 1\nb = 2\nx = 0\nc = 3\n", {2}) == []  # next to a finding
+    assert roundtrip.changes_outside(before, "x = 0\na = 1\nb = 2\nc = 3\n", {3}) == [1]
+
+
+@pytest.mark.slow
+def test_roundtrip_on_torch_optim_and_the_examples(root: Path, tmp_path: Path) -> None:
+    """CI's modest corpus; the large ones are run by hand (see scripts/roundtrip.py)."""
+    roundtrip = _roundtrip_script()
+    import torch as _torch  # the installed package's sources are the corpus
+
+    results = [
+        roundtrip.round_trip("torch-optim", Path(_torch.__file__).parent / "optim", tmp_path),
+        roundtrip.round_trip("examples", root / "examples", tmp_path),
+        roundtrip.round_trip("benchmark-corpus", root / "benchmarks" / "corpus", tmp_path),
+    ]
+    for result in results:
+        assert result.files and not result.failures, (result.name, result.failures)
+    assert sum(r.changed for r in results) > 0  # the round trip did fix something

@@ -30,6 +30,7 @@ from typing import Any
 from torchlint import __version__
 from torchlint.engine import Finding, TextEdit
 from torchlint.rule import Fix, FixSafety
+from torchlint.rulebook import rulebook_dir
 from torchlint.runner import FileReport
 from torchlint.settings import Settings
 
@@ -151,15 +152,24 @@ def settings_fingerprint(settings: Settings) -> bytes:
 
 
 def _code_fingerprint() -> str:
-    """torchlint's and libcst's installed files (name, size, mtime): an edited rule invalidates the cache."""
+    """torchlint's and libcst's installed files (name, size, mtime): an edited rule, or a
+    rule-book page a rule reads its data from (the saved-tensor table), invalidates the cache."""
     digest = hashlib.blake2b(digest_size=16)
     package = Path(__file__).resolve().parent
-    for root, dirnames, filenames in os.walk(package):
-        dirnames[:] = sorted(d for d in dirnames if d != "__pycache__")
-        for name in sorted(filenames):
-            if name.endswith(".py"):
-                info = os.stat(os.path.join(root, name))
-                digest.update(f"{os.path.join(root, name)}:{info.st_size}:{info.st_mtime_ns}\0".encode())
+    trees = [package]
+    try:
+        book = rulebook_dir()
+        if package not in book.parents:
+            trees.append(book)  # a source checkout: rules/ beside the package
+    except FileNotFoundError:
+        pass
+    for tree in trees:
+        for root, dirnames, filenames in os.walk(tree):
+            dirnames[:] = sorted(d for d in dirnames if d != "__pycache__")
+            for name in sorted(filenames):
+                if name.endswith((".py", ".md", ".toml", ".json")):
+                    info = os.stat(os.path.join(root, name))
+                    digest.update(f"{os.path.join(root, name)}:{info.st_size}:{info.st_mtime_ns}\0".encode())
     spec = find_spec("libcst")
     if spec is not None and spec.origin:
         info = os.stat(spec.origin)

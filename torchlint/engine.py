@@ -4,11 +4,13 @@ filter what they report, and apply fixes.  It knows nothing about specific rules
 from __future__ import annotations
 
 import ast
+import contextlib
 import functools
+import gc
 import re
 import threading
 import warnings
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -16,6 +18,7 @@ import libcst as cst
 from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider
 
 from torchlint.analysis import Analyzer
+from torchlint.files import MAX_SOURCE_BYTES, too_large
 from torchlint.noqa import (
     NoqaAudit,
     Use,
@@ -108,6 +111,8 @@ def _token_index(rules: tuple[type[Rule], ...]) -> tuple[frozenset[type[Rule]], 
 
 
 def parse(source: str) -> cst.Module:
+    if len(source) > MAX_SOURCE_BYTES:  # memory: libcst needs ~250 bytes per character
+        raise SourceError(too_large(len(source)))
     rejected = _check_nesting(source)
     try:
         return cst.parse_module(source) if rejected is None else _parse_on_large_stack(source)
@@ -144,26 +149,38 @@ def _check_nesting(source: str) -> SyntaxError | None:
     crashing).  Returns CPython's error when it cannot parse the source (a syntax
     error, or syntax newer than this interpreter): the depth is then unknown.
     """
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # invalid escape sequences and the like
-            tree = ast.parse(source)
-    except (RecursionError, MemoryError):  # MemoryError: "too complex to parse"
-        raise SourceError(_DEEPER_THAN_MAX) from None
-    except SyntaxError as error:
-        if "too many nested" in (error.msg or ""):
-            raise SourceError(f"syntax error: {error.msg}", error.lineno, error.offset) from None
-        return error
-    except ValueError as error:  # NUL bytes
-        return SyntaxError(str(error))
-    if _depth(tree) > MAX_NESTING:
-        raise SourceError(_DEEPER_THAN_MAX)
-    # ``a and b and c`` is one node in CPython's tree but a nested chain in libcst's.
-    if len(_BOOLEAN_OPERATOR.findall(source)) > MAX_NESTING and any(
-        isinstance(node, ast.BoolOp) and len(node.values) > MAX_NESTING for node in ast.walk(tree)
-    ):
-        raise SourceError(_DEEPER_THAN_MAX)
+    with _gc_paused():  # the tree has no cycles; collections would only cost time
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # invalid escape sequences and the like
+                tree = ast.parse(source)
+        except (RecursionError, MemoryError):  # MemoryError: "too complex to parse"
+            raise SourceError(_DEEPER_THAN_MAX) from None
+        except SyntaxError as error:
+            if "too many nested" in (error.msg or ""):
+                raise SourceError(f"syntax error: {error.msg}", error.lineno, error.offset) from None
+            return error
+        except ValueError as error:  # NUL bytes
+            return SyntaxError(str(error))
+        if _depth(tree) > MAX_NESTING:
+            raise SourceError(_DEEPER_THAN_MAX)
+        # ``a and b and c`` is one node in CPython's tree but a nested chain in libcst's.
+        if len(_BOOLEAN_OPERATOR.findall(source)) > MAX_NESTING and any(
+            isinstance(node, ast.BoolOp) and len(node.values) > MAX_NESTING for node in ast.walk(tree)
+        ):
+            raise SourceError(_DEEPER_THAN_MAX)
     return None
+
+
+@contextlib.contextmanager
+def _gc_paused() -> Iterator[None]:
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 def _depth(tree: ast.AST) -> int:
@@ -403,16 +420,22 @@ def apply_fixes(module: cst.Module, fixes: Sequence[Fix]) -> str:
 
 def _apply_checked(module: cst.Module, chosen: list[Finding], original_is_valid: bool) -> str:
     """Apply the chosen fixes; ``FixError`` naming the culprits if the result does not parse."""
-    new_source = apply_fixes(module, [f.fix for f in chosen if f.fix])
-    problem = _parse_problem(new_source, original_is_valid)
+    new_source, problem = _try_fixes(module, [f.fix for f in chosen if f.fix], original_is_valid)
     if problem is None:
         return new_source
     # Name the fixes that break the code on their own (if none does, blame them all).
-    culprits = [
-        f for f in chosen if f.fix and _parse_problem(apply_fixes(module, [f.fix]), original_is_valid) is not None
-    ] or chosen
+    culprits = [f for f in chosen if f.fix and _try_fixes(module, [f.fix], original_is_valid)[1] is not None] or chosen
     where = ", ".join(f"{f.code} at line {f.line}" for f in culprits)
     raise FixError(f"the fix for {where} produced code that does not parse ({problem}); nothing is written")
+
+
+def _try_fixes(module: cst.Module, fixes: Sequence[Fix], original_is_valid: bool) -> tuple[str, str | None]:
+    """The fixed source, and why it does not parse (None: it does)."""
+    try:
+        new_source = apply_fixes(module, fixes)
+    except cst.CSTValidationError as error:  # a replacement that does not fit where it goes
+        return "", f"invalid syntax tree: {error}"
+    return new_source, _parse_problem(new_source, original_is_valid)
 
 
 def _parse_problem(source: str, must_be_valid_python: bool) -> str | None:
@@ -422,6 +445,8 @@ def _parse_problem(source: str, must_be_valid_python: bool) -> str | None:
         cst.parse_module(source)
     except cst.ParserSyntaxError as error:
         return error.message
+    except cst.CSTValidationError as error:
+        return str(error)
     except RecursionError:
         return "too deeply nested"
     return _python_problem(source) if must_be_valid_python else None

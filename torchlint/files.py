@@ -25,6 +25,9 @@ LINTED_SUFFIXES = (*PYTHON_SUFFIXES, ".ipynb")  # what directory walks pick up
 # refused (with an error naming them) so that memory stays bounded.  The largest
 # file in the torch package is 1.4 MB.
 MAX_SOURCE_BYTES = 4 * 1024 * 1024
+# Notebooks carry their outputs (images ...); only their code is analysed, and
+# that is held to MAX_SOURCE_BYTES by the engine.
+MAX_NOTEBOOK_BYTES = 64 * 1024 * 1024
 # Suffix of the temporary file a fix is written to before it replaces the original.
 TEMPORARY_SUFFIX = ".torchlint-tmp"
 
@@ -50,8 +53,6 @@ def _digest(data: bytes) -> str:
 
 def decode(data: bytes) -> SourceFile:
     """The text of a Python source file, decoded as Python itself would (PEP 263)."""
-    if len(data) > MAX_SOURCE_BYTES:
-        raise ReadError(_too_large(len(data)))
     if b"\0" in data:
         raise ReadError("binary file (contains NUL bytes)")
     try:
@@ -61,13 +62,14 @@ def decode(data: bytes) -> SourceFile:
     try:
         return SourceFile(data.decode(encoding), encoding, _digest(data))
     except UnicodeDecodeError as error:
-        raise ReadError(_undecodable(data, f"not valid {_ENCODING_NAMES.get(encoding, encoding)}", error.start)) from None
+        name = _ENCODING_NAMES.get(encoding, encoding)
+        raise ReadError(_undecodable(data, f"not valid {name}", error.start)) from None
     except LookupError:
         raise ReadError(f"unknown encoding {encoding!r} in the coding declaration") from None
 
 
-def _too_large(size: int) -> str:
-    return f"file too large to analyse ({size / 2**20:.1f} MiB; the limit is {MAX_SOURCE_BYTES // 2**20} MiB)"
+def too_large(size: int, limit: int = MAX_SOURCE_BYTES) -> str:
+    return f"file too large to analyse ({size / 2**20:.1f} MiB; the limit is {limit // 2**20} MiB)"
 
 
 def _undecodable(data: bytes, reason: str, offset: int | None = None) -> str:
@@ -89,8 +91,13 @@ _ENCODING_NAMES = {"utf-8": "UTF-8", "utf-8-sig": "UTF-8"}
 _CODING_COOKIE = re.compile(rb"^[ \t\f]*#.*?coding[:=]", re.MULTILINE)
 
 
-def read_source(path: str | Path) -> SourceFile:
+def read_source(path: str | Path, max_bytes: int = MAX_SOURCE_BYTES) -> SourceFile:
     """Read and decode a source file; any problem is a ``ReadError`` with a one-line reason."""
+    return decode(read_bytes(path, max_bytes))
+
+
+def read_bytes(path: str | Path, max_bytes: int = MAX_SOURCE_BYTES) -> bytes:
+    """The bytes of a regular file of at most ``max_bytes`` (else ``ReadError``)."""
     try:
         # O_NONBLOCK: opening a FIFO must not wait for a writer (regular files ignore it).
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0))
@@ -101,12 +108,14 @@ def read_source(path: str | Path) -> SourceFile:
             info = os.fstat(handle.fileno())
             if not stat.S_ISREG(info.st_mode):
                 raise ReadError("not a regular file")
-            if info.st_size > MAX_SOURCE_BYTES:
-                raise ReadError(_too_large(info.st_size))
-            data = handle.read(MAX_SOURCE_BYTES + 1)  # the file may have grown since fstat
+            if info.st_size > max_bytes:
+                raise ReadError(too_large(info.st_size, max_bytes))
+            data = handle.read(max_bytes + 1)  # the file may have grown since fstat
     except OSError as error:
         raise ReadError(error.strerror or str(error)) from None
-    return decode(data)
+    if len(data) > max_bytes:
+        raise ReadError(too_large(len(data), max_bytes))
+    return data
 
 
 def write_atomic(path: str | Path, text: str, encoding: str, *, original: SourceFile | None = None) -> None:
@@ -123,7 +132,8 @@ def write_atomic(path: str | Path, text: str, encoding: str, *, original: Source
     try:
         data = text.encode(encoding)
     except UnicodeEncodeError as error:
-        raise WriteError(f"the fixed code cannot be encoded as {encoding} ({error.reason}); nothing is written") from None
+        reason = f"the fixed code cannot be encoded as {encoding} ({error.reason}); nothing is written"
+        raise WriteError(reason) from None
     info = os.stat(target)
     with _signals_held():
         fd, temporary = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=TEMPORARY_SUFFIX)
@@ -133,9 +143,10 @@ def write_atomic(path: str | Path, text: str, encoding: str, *, original: Source
                 handle.flush()
                 os.fsync(handle.fileno())
             _copy_metadata(temporary, info)
-            if original is not None and original.digest and not _still(target, original.digest, data):
-                os.unlink(temporary)
-                return
+            if original is not None and original.digest:
+                if not _unchanged_since_read(target, original.digest, data):
+                    os.unlink(temporary)  # another run already wrote this very fix
+                    return
             os.replace(temporary, target)
         except BaseException:
             with contextlib.suppress(OSError):
@@ -151,12 +162,12 @@ def _copy_metadata(temporary: str, info: os.stat_result) -> None:
             os.chown(temporary, info.st_uid, info.st_gid)
 
 
-def _still(target: Path, digest: str, new_data: bytes) -> bool:
+def _unchanged_since_read(target: Path, digest: str, new_data: bytes) -> bool:
     """True if ``target`` still holds what was read; False if it already holds the fixed
     code (another run wrote it); ``WriteError`` if it changed in any other way."""
     try:
         with open(target, "rb") as handle:
-            current = handle.read(MAX_SOURCE_BYTES + 1)
+            current = handle.read()
     except OSError as error:
         raise WriteError(f"cannot re-read before replacing: {error.strerror or error}") from None
     if _digest(current) == digest:

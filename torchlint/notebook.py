@@ -33,7 +33,7 @@ from torchlint.engine import (
     parse,
     with_fix_edits,
 )
-from torchlint.files import ReadError, read_source, write_atomic
+from torchlint.files import MAX_NOTEBOOK_BYTES, ReadError, read_source, write_atomic
 from torchlint.noqa import add_noqa
 from torchlint.rule import Rule
 from torchlint.runner import FileReport, rules_for_path
@@ -431,7 +431,7 @@ def _escapes_non_ascii(text: str) -> bool:
 # ---------------------------------------------------------------- checking and fixing
 def read_notebook(path: str, text: str | None = None) -> Notebook:
     if text is None:
-        text = read_source(path).text
+        text = read_source(path, MAX_NOTEBOOK_BYTES).text
     return Notebook(text)
 
 

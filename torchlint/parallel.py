@@ -16,7 +16,7 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, replace
 
 from torchlint.cache import Cache, plain_report
-from torchlint.files import ReadError, decode
+from torchlint.files import ReadError, decode, read_bytes
 from torchlint.rule import FixSafety, Rule
 from torchlint.runner import FileReport, check_file, fix_file, is_notebook
 from torchlint.settings import Settings
@@ -128,9 +128,8 @@ def _follow_parent() -> None:
 
 def _read(path: str) -> bytes | None:
     try:
-        with open(path, "rb") as handle:
-            return handle.read()
-    except OSError:
+        return read_bytes(path)  # never blocks on a FIFO, never reads a huge file
+    except ReadError:
         return None
 
 
