@@ -179,6 +179,17 @@ class Analyzer(cst.CSTVisitor):
         found = self.scope.lookup(key)
         return found if found is not None else UNKNOWN
 
+    def expression_statement(self, call: cst.Call) -> cst.Expr | None:
+        """The expression statement of the current line that is exactly ``call``
+        (its result unused), or None."""
+        line = self.statement
+        if line is None:
+            return None
+        for small in line.body:
+            if isinstance(small, cst.Expr) and small.value is call:
+                return small
+        return None
+
     def mentions_gradient(self, node: cst.CSTNode) -> bool:
         """Whether ``node`` reads a gradient: a ``.grad`` attribute, or a name or element
         bound to one (``g = p.grad``, ``d_p = p.grad.data``, ``torch.autograd.grad(...)[0]``)."""

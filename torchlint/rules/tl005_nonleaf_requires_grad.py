@@ -140,7 +140,7 @@ class NonleafRequiresGrad(Rule):
             self._report_nonleaf_call(node, receiver, flag)
             return
         key = dotted_name(receiver)
-        statement_call = self._statement_of(node)
+        statement_call = self.ctx.expression_statement(node)
         if key is not None and flag is True and statement_call is not None:
             self._note_band_aid(node, key, value)
 
@@ -167,7 +167,7 @@ class NonleafRequiresGrad(Rule):
 
     def _report_nonleaf_call(self, node: cst.Call, receiver: cst.BaseExpression, flag: bool) -> None:
         name = fixes.source_of(receiver)
-        statement = self._statement_of(node)
+        statement = self.ctx.expression_statement(node)
         if flag:
             message = (
                 f"`{name}.requires_grad_()` on a non-leaf does nothing: it already requires grad and "
@@ -203,16 +203,6 @@ class NonleafRequiresGrad(Rule):
         if mode.statically_enabled and not module_output:
             return None
         return lambda: not mode.is_disabled() and not (module_output and self._freezes_parameters)
-
-    def _statement_of(self, call: cst.Call) -> cst.Expr | None:
-        """The expression statement that is exactly ``call``, if any."""
-        line = self.ctx.statement
-        if line is None:
-            return None
-        for small in line.body:
-            if isinstance(small, cst.Expr) and small.value is call:
-                return small
-        return None
 
     def _remove_statement(
         self,

@@ -536,15 +536,6 @@ class SavedTensorInplace(Rule):
             )
 
     # ------------------------------------------------------------ fixes
-    def _expression_statement(self, node: cst.Call) -> cst.Expr | None:
-        line = self.ctx.statement
-        if line is None:
-            return None
-        for small in line.body:
-            if isinstance(small, cst.Expr) and small.value is node:
-                return small
-        return None
-
     def _rebind(self, small: cst.Expr, target: cst.BaseExpression, value: cst.BaseExpression, what: str) -> Fix:
         assign = cst.Assign(targets=[cst.AssignTarget(target)], value=value, semicolon=small.semicolon)
         return fixes.replace(what, small, assign)
@@ -552,7 +543,7 @@ class SavedTensorInplace(Rule):
     def _method_fix(self, node: cst.Call, target: cst.BaseExpression, method: str) -> Fix | None:
         """``y.mul_(2)`` -> ``y = y.mul(2)`` (also for ``y.data.mul_(2)``)."""
         base = _strip_data(target)
-        small = self._expression_statement(node)
+        small = self.ctx.expression_statement(node)
         if small is None or dotted_name(base) is None or method[:-1] not in OUT_OF_PLACE_TWINS:
             return None
         call = node.with_changes(func=cst.Attribute(value=base, attr=cst.Name(method[:-1])))
@@ -561,7 +552,7 @@ class SavedTensorInplace(Rule):
     def _torch_function_fix(self, node: cst.Call, namespace: str, name: str) -> Fix | None:
         """``torch.sigmoid_(u)`` -> ``u = torch.sigmoid(u)``."""
         args = positional_args(node)
-        small = self._expression_statement(node)
+        small = self.ctx.expression_statement(node)
         if small is None or namespace != "torch" or name[:-1] not in TORCH_INPLACE_FUNCTIONS:
             return None
         if not isinstance(node.func, cst.Attribute) or dotted_name(args[0]) is None:
@@ -572,7 +563,7 @@ class SavedTensorInplace(Rule):
     def _functional_fix(self, node: cst.Call, inplace: cst.Arg) -> Fix | None:
         """``F.relu(y, inplace=True)`` -> ``F.relu(y)``; as a statement: ``y = F.relu(y)``."""
         call = _without_keyword(node, inplace)
-        small = self._expression_statement(node)
+        small = self.ctx.expression_statement(node)
         if small is None:
             return fixes.replace("drop `inplace=True`", node, call)
         target = positional_args(node)[0]

@@ -61,15 +61,8 @@ class PreferNoGradOverData(Rule):
         method = func.attr.value
         # requires_grad_() & co change no data: nothing is hidden (and PackedSequence.data has them too).
         if method.endswith("_") and not method.startswith("__") and method not in NON_MUTATING_UNDERSCORE:
-            self._contexts[id(func.value)] = (INPLACE, self._statement_of(node))
-
-    def _statement_of(self, call: cst.Call) -> cst.BaseSmallStatement | None:
-        line = self.ctx.statement
-        if isinstance(line, cst.SimpleStatementLine):
-            for small in line.body:
-                if isinstance(small, cst.Expr) and small.value is call:
-                    return small
-        return None
+            on_own_line = isinstance(self.ctx.statement, cst.SimpleStatementLine)
+            self._contexts[id(func.value)] = (INPLACE, self.ctx.expression_statement(node) if on_own_line else None)
 
     # ------------------------------------------------------------ the finding
     def visit_Attribute(self, node: cst.Attribute) -> None:
