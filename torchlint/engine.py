@@ -29,6 +29,7 @@ from torchlint.noqa import (
     suppression,
 )
 from torchlint.rule import Diagnostic, Fix, FixSafety, Rule, RuleOptions
+from torchlint.textdiff import changed_span
 
 MAX_FIX_PASSES = 10
 
@@ -474,14 +475,7 @@ def fix_edit(module: cst.Module, source: str, finding: Finding) -> tuple[tuple[i
     if finding.fix is None:
         return None
     new_source = apply_fixes(module, [finding.fix])
-    start = 0
-    limit = min(len(source), len(new_source))
-    while start < limit and source[start] == new_source[start]:
-        start += 1
-    end_old, end_new = len(source), len(new_source)
-    while end_old > start and end_new > start and source[end_old - 1] == new_source[end_new - 1]:
-        end_old -= 1
-        end_new -= 1
+    start, end_old, end_new = changed_span(source, new_source)
     return _line_col(source, start), _line_col(source, end_old), new_source[start:end_new]
 
 

@@ -9,6 +9,8 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from torchlint.textdiff import changed_span
+
 _LINE_BREAK = re.compile(r"\r\n|\r|\n")
 
 # Counts a string's length in the client's code units (UTF-16 unless negotiated otherwise).
@@ -56,14 +58,7 @@ def minimal_edit(old: str, new: str) -> Edit | None:
     """One edit turning ``old`` into ``new``: the differing middle between the common prefix and suffix."""
     if old == new:
         return None
-    start = 0
-    limit = min(len(old), len(new))
-    while start < limit and old[start] == new[start]:
-        start += 1
-    end_old, end_new = len(old), len(new)
-    while end_old > start and end_new > start and old[end_old - 1] == new[end_new - 1]:
-        end_old -= 1
-        end_new -= 1
+    start, end_old, end_new = changed_span(old, new)
     # Never split a "\r\n" pair: an edit ending between them would leave a lone "\r".
     if 0 < start < len(old) and old[start - 1] == "\r" and old[start] == "\n":
         start -= 1
