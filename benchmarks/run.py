@@ -24,6 +24,7 @@ in another environment; TorchFix pins an older libcst).
 from __future__ import annotations
 
 import argparse
+import compileall
 import hashlib
 import os
 import shutil
@@ -114,6 +115,7 @@ class Run:
     max_rss_mb: float | None  # the largest single process (sampled), None without psutil
     tree_rss_mb: float | None  # all processes at once (sampled), None without psutil
     stdout_digest: str = ""  # to compare outputs without keeping them in memory
+    exit_code: int = 0
 
 
 @dataclass
@@ -156,12 +158,15 @@ def measure(command: list[str], cwd: Path) -> Run:
     reader.start()
     # CPU time from wait4 includes the workers the process waited for.  (Its ru_maxrss
     # is not used: after vfork+exec it also counts this launcher's memory.)
-    _, _, usage = os.wait4(process.pid, 0)
+    _, status, usage = os.wait4(process.pid, 0)
     wall = time.perf_counter() - start
-    process.returncode = 0  # reaped by wait4
+    process.returncode = os.waitstatus_to_exitcode(status)  # reaped by wait4
     reader.join()
     sampler.stop()
-    return Run(wall, usage.ru_utime + usage.ru_stime, sampler.largest_mb, sampler.peak_mb, digest.hexdigest())
+    return Run(
+        wall, usage.ru_utime + usage.ru_stime, sampler.largest_mb, sampler.peak_mb, digest.hexdigest(),
+        process.returncode,
+    )
 
 
 class _TreeSampler(threading.Thread):
@@ -213,6 +218,14 @@ def torchlint_command(corpus: Corpus, cache: Path | None, jobs: int | None = Non
     return command
 
 
+def compile_torchlint() -> None:
+    """Write torchlint's bytecode first, as ``pip install`` does: an editable install (or
+    PYTHONDONTWRITEBYTECODE) would otherwise recompile it in every measured run."""
+    spec = find_spec("torchlint")
+    for location in (spec.submodule_search_locations or []) if spec else []:
+        compileall.compile_dir(location, quiet=1)
+
+
 def find_tool(name: str, override: str | None) -> str | None:
     if override:
         return override if Path(override).exists() or shutil.which(override) else None
@@ -228,7 +241,11 @@ def bench_corpus(corpus: Corpus, args: argparse.Namespace, workdir: Path) -> lis
         for _ in range(repeat):
             if before is not None:
                 before()
-            result.runs.append(measure(command, workdir))
+            run = measure(command, workdir)
+            # torchlint runs with --exit-zero: anything else is a crash, not a measurement.
+            if tool.startswith("torchlint") and run.exit_code != 0:
+                raise SystemExit(f"{tool} exited with {run.exit_code} on {corpus.name}: {' '.join(command)}")
+            result.runs.append(run)
         rows.append(result)
         print(f"  {tool:<24} {result.wall:8.2f} s", file=sys.stderr, flush=True)
         return result
@@ -265,6 +282,8 @@ def bench_corpus(corpus: Corpus, args: argparse.Namespace, workdir: Path) -> lis
         base = [ruff, "check", "--no-cache", "--isolated", "--exit-zero", "-q"]
         row("ruff --select ALL", [*base, "--select", "ALL", str(corpus.path)])
         row("ruff --select F", [*base, "--select", "F", str(corpus.path)])
+    # The floor for any Python command: the interpreter starting and exiting.
+    row("python -c pass", [sys.executable, "-c", "pass"])
     torchfix = find_tool("torchfix", args.torchfix)
     if torchfix and (corpus.lines <= args.torchfix_max_lines):
         row("torchfix", [torchfix, str(corpus.path)], repeat=1 if corpus.lines > 50_000 else args.repeat)
@@ -296,6 +315,9 @@ def print_table(rows: list[Row]) -> None:
         if warm and (name, "ruff --select F") in by:
             ratio = warm.wall / by[(name, "ruff --select F")].wall
             lines.append(f"warm / ruff F = {ratio:.2f} (target <= 2.0)")
+            if (name, "python -c pass") in by:
+                floor = by[(name, "python -c pass")].wall / by[(name, "ruff --select F")].wall
+                lines.append(f"python start-up alone / ruff F = {floor:.2f}")
         if cold and warm:
             lines.append(f"warm is {cold.wall / warm.wall:.1f}x faster than cold")
         if lines:
@@ -317,6 +339,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.smoke:
         args.repeat = 1
     args.workdir.mkdir(parents=True, exist_ok=True)
+    compile_torchlint()
     names = ["examples"] if args.smoke else (args.corpus or ["examples", "diffusers", "torch"])
     rows: list[Row] = []
     for name in names:

@@ -3,6 +3,7 @@ never a crash on a broken or unwritable cache, safe under concurrent runs."""
 
 from __future__ import annotations
 
+import concurrent.futures
 import dataclasses
 import multiprocessing
 import shutil
@@ -204,7 +205,7 @@ def test_small_runs_stay_in_process(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     def no_pool(*args, **kwargs):
         raise AssertionError("a small run started worker processes")
 
-    monkeypatch.setattr(parallel, "ProcessPoolExecutor", no_pool)
+    monkeypatch.setattr(concurrent.futures, "ProcessPoolExecutor", no_pool)
     settings = Settings()
     assert len(lint_files(paths, resolve_rules(settings), settings)) == len(paths)
 

@@ -253,7 +253,10 @@ def test_nesting_below_and_above_the_limit_never_crashes(depth: int, shape: str)
         result = fix_source(source, all_rules(), unsafe=True)
     except SourceError:
         return
-    assert "w -= 1" not in result.source
+    if "w -= 1" in result.source:  # analysed, but too deep for libcst to rewrite: reported unfixed
+        assert "TL002" in {finding.code for finding in result.remaining}
+    else:
+        assert not result.applied or "TL002" in {finding.code for finding in result.applied}
 
 
 def test_decode_messages_point_at_the_bad_byte() -> None:

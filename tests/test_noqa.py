@@ -212,6 +212,8 @@ def test_tl100_is_opt_in() -> None:
         ("x = 1  # noqa: TL001, TL012", "unused: TL001, TL012"),
         ("x = 1  # noqa: E501, TL999", "unknown: TL999"),
         ("# noqa: TL002", "unused: TL002"),  # an own-line comment covers no statement
+        ("x = 1  # NOQA: TL001", "unused: TL001"),  # noqa is case-insensitive, so is the pre-filter
+        ("x = 1  # NoQa: TL001", "unused: TL001"),
     ],
 )
 def test_tl100_reports_unused_and_unknown_codes(line: str, message: str) -> None:

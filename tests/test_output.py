@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import io
 import json
+import re
 from pathlib import Path
 
 import pytest
 
-from torchlint.engine import Finding, fix_source
+from torchlint.engine import Finding, fix_source, lint_source, with_fix_edits
 from torchlint.output import FORMATS, format_statistics, sarif_log, use_colour
+from torchlint.rule import FixStyle, RuleOptions
 from torchlint.rulebook import page_for
 from torchlint.rules import all_rules, rule_by_code
 from torchlint.runner import FileReport, check_file
@@ -100,6 +102,28 @@ def test_json_fix_edits_reproduce_the_fix(project: Path) -> None:
     for item in json.loads(render("json", reports("pkg/train.py"))):
         fixed = fix_source(BAD, [rule_by_code(item["code"])]).source
         assert apply_edits(BAD, item["fix"]["edits"]) == fixed
+
+
+@pytest.mark.parametrize("newline", ["\r\n", "\r"])
+@pytest.mark.parametrize("style", list(FixStyle))
+def test_fix_edits_count_every_python_line_break(style: FixStyle, newline: str) -> None:
+    source = BAD.replace("\n", newline)
+    options = RuleOptions(fix_style=style)
+    result = lint_source(source, RULES, options)
+    findings = [f for f in with_fix_edits(result, source) if f.edits]
+    assert findings
+    for finding in findings:
+        edits = [
+            {"location": {"row": e.line, "column": e.col}, "end_location": {"row": e.end_line, "column": e.end_col},
+             "content": e.content}
+            for e in finding.edits
+        ]
+        fixed = fix_source(source, [rule_by_code(finding.code)], options).source
+        assert apply_edits(source, edits) == fixed
+        lines = re.split(r"\r\n|\r|\n", source)
+        for edit in finding.edits:  # each position is on its line (or just past its end)
+            assert edit.col - 1 <= len(lines[edit.line - 1]) and edit.end_col - 1 <= len(lines[edit.end_line - 1])
+        assert fixed.count(newline) == fixed.count("\r") == fixed.count("\n") or newline == "\r"
 
 
 def test_json_without_fix_is_null_and_edits_are_only_computed_on_request(project: Path) -> None:

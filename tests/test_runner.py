@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+import torchlint.engine as engine
 import torchlint.runner as runner
 from torchlint.settings import Settings
 
@@ -29,10 +30,10 @@ def test_a_bug_while_checking_a_file_is_reported_for_that_file(monkeypatch: pyte
     def broken(*args: object, **kwargs: object) -> None:
         raise KeyError("boom")
 
-    monkeypatch.setattr(runner, "lint_source", broken)
+    monkeypatch.setattr(engine, "lint_source", broken)  # the runner imports the engine's on use
     report = runner.check_file(str(path), [], Settings())
     assert report.error is not None and report.error.startswith("internal error: KeyError")
-    monkeypatch.setattr(runner, "fix_source", broken)
+    monkeypatch.setattr(engine, "fix_source", broken)
     assert runner.fix_file(str(path), [], Settings(), write=True).error.startswith("internal error")
 
 

@@ -12,13 +12,13 @@ from pathlib import Path
 from torchlint import __version__
 from torchlint.cache import Cache, default_cache_dir
 from torchlint.config import settings_for
+from torchlint.datatypes import FileReport, FixSafety, FixStyle
 from torchlint.files import discover
-from torchlint.output import FORMATS, FORMATS_WITH_EDITS, format_statistics
+from torchlint.output import FORMATS, FORMATS_WITH_EDITS, FORMATS_WITH_SOURCE, format_statistics
 from torchlint.parallel import lint_files
-from torchlint.rule import FixSafety, FixStyle
 from torchlint.rulebook import page_for
-from torchlint.rules import all_rules, rule_by_code
-from torchlint.runner import FileReport, is_notebook
+from torchlint.rules import all_rules, rule_codes
+from torchlint.runner import is_notebook
 from torchlint.settings import Settings, SettingsError, resolve_rules, validate_selectors
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
@@ -151,18 +151,19 @@ def _main(argv: Sequence[str] | None) -> int:
     except SettingsError as error:
         print(f"torchlint: error: {error}", file=sys.stderr)
         return EXIT_ERROR
-    rules = resolve_rules(settings)
+    # The rules (and libcst) are imported only where files are analysed: a lint run whose
+    # every result is cached never imports them (see lint_files).
     if args.verify:
-        return _verify(rules if args.select or args.extend_select else list(all_rules()))
+        return _verify(resolve_rules(settings) if args.select or args.extend_select else list(all_rules()))
     if _reads_stdin(args):
-        return _lint_stdin(args, settings, rules)
+        return _lint_stdin(args, settings, resolve_rules(settings))
     if STDIN in (args.paths or []):
         print("torchlint: error: `-` (stdin) cannot be combined with other paths", file=sys.stderr)
         return EXIT_ERROR
     if args.add_noqa:
-        return _add_noqa(args, settings, rules)
+        return _add_noqa(args, settings, resolve_rules(settings))
     try:
-        return _lint(args, settings, rules)
+        return _lint(args, settings)
     except KeyboardInterrupt:  # files are written atomically: each is unchanged or fully fixed
         print("torchlint: interrupted", file=sys.stderr)
         return 130
@@ -179,7 +180,7 @@ def _print_error(path: str, error: str) -> None:
     print(f"{path}:{error}" if positioned else f"{path}: error: {error}", file=sys.stderr)
 
 
-def _lint(args: argparse.Namespace, settings: Settings, rules: list) -> int:
+def _lint(args: argparse.Namespace, settings: Settings) -> int:
     errors = 0
     paths: list[str] = []
     for path, problem in _discover(args, settings):
@@ -189,8 +190,9 @@ def _lint(args: argparse.Namespace, settings: Settings, rules: list) -> int:
             continue
         paths.append(path)
     # Cached results, then the rest in parallel; reports in path order (torchlint/parallel.py).
-    reports = lint_files(paths, rules, settings, fix=args.fix or args.diff, write=args.fix and not args.diff,
-                         jobs=args.jobs, cache=_cache(args, settings))
+    # Rules None: the settings' rules, resolved only if some file is not in the cache.
+    reports = lint_files(paths, None, settings, fix=args.fix or args.diff, write=args.fix and not args.diff,
+                         jobs=args.jobs, cache=_cache(args, settings), with_source=_shows_source(args))
     for report in reports:
         if report.error is not None:
             _print_error(report.path, report.error)
@@ -208,6 +210,10 @@ def _cache(args: argparse.Namespace, settings: Settings) -> Cache | None:
         return None
     directory = Path(args.cache_dir) if args.cache_dir else default_cache_dir(settings)
     return Cache(directory, settings)
+
+
+def _shows_source(args: argparse.Namespace) -> bool:
+    return args.format in FORMATS_WITH_SOURCE and not args.statistics and not args.diff
 
 
 def _report(args: argparse.Namespace, reports: list[FileReport], out) -> None:
@@ -354,9 +360,8 @@ def _summarize(args: argparse.Namespace, reports: list[FileReport], errors: int)
 
 
 def _explain(code: str) -> int:
-    rule = rule_by_code(code)
     page = page_for(code)
-    if rule is None or page is None:
+    if code.upper() not in rule_codes() or page is None:
         print(f"torchlint: error: unknown rule {code!r} (see `torchlint --list-rules`)", file=sys.stderr)
         return EXIT_ERROR
     print(page.text.rstrip())

@@ -21,7 +21,7 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover
     import tomli as tomllib
 
-from torchlint.rule import FixStyle
+from torchlint.datatypes import FixStyle
 from torchlint.settings import Settings, SettingsError, validate_selectors
 
 CONFIG_NAME = "pyproject.toml"

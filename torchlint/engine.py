@@ -11,13 +11,16 @@ import re
 import threading
 import warnings
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 import libcst as cst
-from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider
+from libcst.metadata import CodeRange
 
 from torchlint.analysis import Analyzer
+from torchlint.analysis.positions import node_positions
+from torchlint.analysis.walk import children
+from torchlint.datatypes import Finding, TextEdit  # re-exported: plain data, also used without libcst
 from torchlint.files import MAX_SOURCE_BYTES, too_large
 from torchlint.noqa import (
     NoqaAudit,
@@ -29,7 +32,7 @@ from torchlint.noqa import (
     suppression,
 )
 from torchlint.rule import Diagnostic, Fix, FixSafety, Rule, RuleOptions
-from torchlint.textdiff import changed_span
+from torchlint.textdiff import changed_span, line_and_column, line_starts
 
 MAX_FIX_PASSES = 10
 
@@ -47,37 +50,8 @@ class FixError(Exception):
     """A fix produced code that does not parse; nothing is written."""
 
 
-@dataclass(frozen=True)
-class Finding:
-    code: str
-    name: str
-    message: str
-    line: int  # 1-based
-    col: int  # 1-based, in characters
-    end_line: int
-    end_col: int  # 1-based, exclusive
-    fix: Fix | None = None
-    diagnostic: Diagnostic | None = field(default=None, compare=False, repr=False)
-    # The lines whose `# noqa` covers this finding: the reported line and its statement's first and last.
-    noqa_lines: tuple[int, ...] = field(default=(), compare=False, repr=False)
-    # The fix as text edits; filled in on request (``with_fix_edits``) for output formats and editors.
-    edits: tuple[TextEdit, ...] = field(default=(), compare=False, repr=False)
-    cell: int | None = None  # notebooks: the 1-based cell that ``line`` and ``end_line`` count in
-
-    @property
-    def rule(self) -> type[Rule] | None:
-        return self.diagnostic.rule if self.diagnostic else None
-
-
-@dataclass(frozen=True)
-class TextEdit:
-    """Replace the text from (line, col) up to (end_line, end_col) (1-based, end exclusive)."""
-
-    line: int
-    col: int
-    end_line: int
-    end_col: int
-    content: str
+class TooDeepToRewrite(FixError):
+    """libcst's rewriting recursion cannot reach the fixed nodes (the tree can still be analysed)."""
 
 
 @dataclass
@@ -116,7 +90,10 @@ def parse(source: str) -> cst.Module:
         raise SourceError(too_large(len(source)))
     rejected = _check_nesting(source)
     try:
-        return cst.parse_module(source) if rejected is None else _parse_on_large_stack(source)
+        if rejected is None:
+            with _node_validation_skipped():  # CPython accepted it: libcst's checks would pass
+                return cst.parse_module(source)
+        return _parse_on_large_stack(source)
     except cst.ParserSyntaxError as error:
         if rejected is not None:  # both parsers reject it: CPython's message is the familiar one
             raise SourceError(f"syntax error: {rejected.msg}", rejected.lineno, rejected.offset) from None
@@ -184,6 +161,31 @@ def _gc_paused() -> Iterator[None]:
             gc.enable()
 
 
+_VALIDATION_LOCK = threading.Lock()
+
+
+@contextlib.contextmanager
+def _node_validation_skipped() -> Iterator[None]:
+    """Build libcst nodes without their ``_validate()`` (a tenth of the parse time).
+
+    Validation only raises on trees that are not valid Python; call this for
+    sources CPython has already accepted.  Nodes built meanwhile by other threads
+    merely skip a check; the lock keeps the saved original method intact.
+    """
+    node_class = cst.CSTNode
+    with _VALIDATION_LOCK:
+        validating = node_class.__dict__["__post_init__"]
+        node_class.__post_init__ = _no_validation  # type: ignore[method-assign]
+        try:
+            yield
+        finally:
+            node_class.__post_init__ = validating  # type: ignore[method-assign]
+
+
+def _no_validation(self: cst.CSTNode) -> None:
+    pass
+
+
 def _depth(tree: ast.AST) -> int:
     depth, level = 0, [tree]
     children = ast.iter_child_nodes
@@ -231,7 +233,10 @@ def lint_source(
     applies them itself); torchlint's own file-level ``# torchlint: noqa`` always counts.
     """
     try:
-        return _lint_source(source, rules, options, respect_noqa)
+        # A file's trees are built and dropped in one go: generational collections
+        # during the build only rescan them (measured: a quarter of the CPU per line).
+        with _gc_paused():
+            return _lint_source(source, rules, options, respect_noqa)
     except RecursionError:  # any of the tree walks (analysis, positions, audits)
         raise SourceError(_TOO_DEEP) from None
 
@@ -251,7 +256,7 @@ def _lint_source(source: str, rules: Sequence[type[Rule]], options: RuleOptions,
     diagnostics = _analyse(module, source, checks, options) if checks else []
     if not diagnostics and not audits:
         return LintResult([], module, parsed=True)
-    positions = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
+    positions = node_positions(module)
     lines = physical_lines(source)
     used: set[Use] = set()
     findings = _position(diagnostics, positions, lines if respect_noqa else None, used)
@@ -352,7 +357,10 @@ def fix_source(
         if not candidates or result.module is None:
             break
         chosen = _non_overlapping(candidates)
-        new_source = _apply_checked(result.module, chosen, original_is_valid)
+        try:
+            new_source = _apply_checked(result.module, chosen, original_is_valid)
+        except TooDeepToRewrite:  # the findings stay, unfixed
+            break
         if new_source == source:
             break
         applied.extend(chosen)
@@ -395,7 +403,7 @@ def _subtree_ids(nodes: Iterable[cst.CSTNode]) -> set[int]:
     while stack:
         node = stack.pop()
         found.add(id(node))
-        stack.extend(node.children)
+        stack.extend(children(node))
     return found
 
 
@@ -416,7 +424,7 @@ def apply_fixes(module: cst.Module, fixes: Sequence[Fix]) -> str:
     try:
         return module.visit(_Replacer(replacements)).code
     except RecursionError:
-        raise FixError(_TOO_DEEP) from None
+        raise TooDeepToRewrite(_TOO_DEEP) from None
 
 
 def _apply_checked(module: cst.Module, chosen: list[Finding], original_is_valid: bool) -> str:
@@ -476,7 +484,8 @@ def fix_edit(module: cst.Module, source: str, finding: Finding) -> tuple[tuple[i
         return None
     new_source = apply_fixes(module, [finding.fix])
     start, end_old, end_new = changed_span(source, new_source)
-    return _line_col(source, start), _line_col(source, end_old), new_source[start:end_new]
+    starts = line_starts(source)
+    return _line_col(starts, start), _line_col(starts, end_old), new_source[start:end_new]
 
 
 def with_fix_edits(result: LintResult, source: str) -> list[Finding]:
@@ -496,7 +505,6 @@ def with_fix_edits(result: LintResult, source: str) -> list[Finding]:
     return findings
 
 
-def _line_col(source: str, offset: int) -> tuple[int, int]:
-    line = source.count("\n", 0, offset) + 1
-    line_start = source.rfind("\n", 0, offset) + 1
-    return line, offset - line_start + 1
+def _line_col(starts: list[int], offset: int) -> tuple[int, int]:
+    line, column = line_and_column(starts, offset)
+    return line + 1, column + 1

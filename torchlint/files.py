@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import fnmatch
+import functools
 import hashlib
 import io
 import os
@@ -12,7 +13,7 @@ import signal
 import stat
 import tempfile
 import tokenize
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -110,7 +111,11 @@ def read_bytes(path: str | Path, max_bytes: int = MAX_SOURCE_BYTES) -> bytes:
                 raise ReadError("not a regular file")
             if info.st_size > max_bytes:
                 raise ReadError(too_large(info.st_size, max_bytes))
-            data = handle.read(max_bytes + 1)  # the file may have grown since fstat
+            # Ask for one byte more than fstat saw: the file may have grown since.  (Not
+            # read(max_bytes + 1): that allocates a max_bytes buffer for every file.)
+            data = handle.read(info.st_size + 1)
+            if len(data) > info.st_size:
+                data += handle.read(max_bytes + 1 - len(data))
     except OSError as error:
         raise ReadError(error.strerror or str(error)) from None
     if len(data) > max_bytes:
@@ -208,14 +213,22 @@ def _fsync_directory(directory: Path) -> None:
         os.close(fd)
 
 
-def _excluded(name: str, relative: str, patterns: Sequence[str]) -> bool:
-    for pattern in patterns:
-        pattern = pattern.rstrip("/")
-        if fnmatch.fnmatchcase(name, pattern) or fnmatch.fnmatchcase(relative, pattern):
-            return True
-        if "/" in pattern and (relative == pattern or relative.startswith(pattern + "/")):
-            return True
-    return False
+def is_excluded(name: str, relative: str, patterns: Sequence[str]) -> bool:
+    matcher, prefixes = _exclude_matcher(tuple(patterns))
+    if matcher is not None and (matcher(name) or matcher(relative)):
+        return True
+    return any(relative == prefix or relative.startswith(prefix + "/") for prefix in prefixes)
+
+
+@functools.lru_cache(maxsize=16)
+def _exclude_matcher(patterns: tuple[str, ...]) -> tuple[Callable[[str], object] | None, tuple[str, ...]]:
+    """One regex for all glob patterns (``fnmatchcase`` on each, in one call: discovery
+    tests every directory and file), and the patterns with a ``/``, which also exclude
+    what is under them."""
+    stripped = [pattern.rstrip("/") for pattern in patterns]
+    regex = "|".join(f"(?:{fnmatch.translate(pattern)})" for pattern in stripped)
+    matcher = re.compile(regex).match if stripped else None
+    return matcher, tuple(pattern for pattern in stripped if "/" in pattern)
 
 
 def discover(
@@ -241,7 +254,7 @@ def discover(
             yield given, "no such file or directory"
             continue
         if path.is_file() or not path.is_dir():
-            if not _excluded(path.name, _relative(path, base), exclude) and given not in seen:
+            if not is_excluded(path.name, _relative(path, base), exclude) and given not in seen:
                 seen.add(given)
                 yield given, None
             continue
@@ -271,14 +284,14 @@ def _walk(
         current = Path(directory)
         dirnames[:] = sorted(
             d for d in dirnames
-            if not _excluded(d, _relative(current / d, base), exclude)
+            if not is_excluded(d, _relative(current / d, base), exclude)
             and not (ignore and ignore.ignored(current / d, True))
         )
         for filename in sorted(filenames):
             if not filename.endswith(tuple(suffixes)):
                 continue
             file_path = current / filename
-            if _excluded(filename, _relative(file_path, base), exclude):
+            if is_excluded(filename, _relative(file_path, base), exclude):
                 continue
             if ignore and ignore.ignored(file_path, False):
                 continue

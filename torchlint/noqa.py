@@ -17,6 +17,7 @@ from typing import Protocol
 
 import libcst as cst
 
+from torchlint.analysis.walk import scan
 from torchlint.rule import Diagnostic, Fix, Rule
 
 NOQA = re.compile(r"#\s*noqa(?::[\s]?(?P<codes>[A-Z]+[0-9]+(?:[,\s]+[A-Z]+[0-9]+)*))?", re.IGNORECASE)
@@ -124,7 +125,7 @@ class _DirectiveCollector(cst.CSTVisitor):
 def find_directives(module: cst.Module, positions: object) -> list[NoqaDirective]:
     """Every ``# noqa`` comment in the module (comments only: never text inside strings)."""
     collector = _DirectiveCollector(positions)
-    module.visit(collector)
+    scan(module, collector)
     return collector.found
 
 
@@ -136,7 +137,10 @@ class NoqaAudit(Rule):
     the codes of the rules enabled for this file.  They report on the comment.
     """
 
-    tokens = ("noqa",)
+    # Every spelling the case-insensitive NOQA pattern accepts: "noqa", "NOQA", "NoQA"...
+    tokens = tuple(
+        "".join(letter.upper() if mask & (1 << i) else letter for i, letter in enumerate("noqa")) for mask in range(16)
+    )
 
     def audit(self, directives: Sequence[NoqaDirective], used: Set[Use], enabled: frozenset[str]) -> None:
         raise NotImplementedError

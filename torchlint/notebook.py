@@ -23,20 +23,12 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from json.decoder import scanstring  # type: ignore[attr-defined]
 
-from torchlint.engine import (
-    Finding,
-    FixError,
-    SourceError,
-    TextEdit,
-    fix_source,
-    lint_source,
-    parse,
-    with_fix_edits,
-)
+from torchlint.datatypes import FileReport, Finding, TextEdit
+from torchlint.engine import FixError, SourceError, fix_source, lint_source, parse, with_fix_edits
 from torchlint.files import MAX_NOTEBOOK_BYTES, ReadError, read_source, write_atomic
 from torchlint.noqa import add_noqa
 from torchlint.rule import Rule
-from torchlint.runner import FileReport, rules_for_path
+from torchlint.runner import rules_for_path
 from torchlint.settings import Settings
 
 # Cell magics whose body is Python (as in ruff); other cell magics make the cell non-Python.

@@ -17,9 +17,7 @@ from typing import Any, TextIO
 from urllib.parse import quote
 
 from torchlint import __version__
-from torchlint.engine import Finding
-from torchlint.rule import FixSafety
-from torchlint.runner import FileReport
+from torchlint.datatypes import FileReport, Finding, FixSafety
 
 Formatter = Callable[[Sequence[FileReport], TextIO], None]
 INFORMATION_URI = "https://github.com/torchlint/torchlint"
@@ -295,6 +293,8 @@ FORMATS: dict[str, Formatter] = {
 }
 # Formats that show fixes as edits: the runner computes them only for these.
 FORMATS_WITH_EDITS = frozenset({"full", "json"})
+# Formats that show the code (``report.source``): cached reports are decoded only for these.
+FORMATS_WITH_SOURCE = frozenset({"full"})
 
 
 # ---------------------------------------------------------------- statistics

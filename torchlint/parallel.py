@@ -7,19 +7,23 @@ linting a few files (pre-commit and editors lint one file at a time).
 
 from __future__ import annotations
 
-import multiprocessing
 import os
 import signal
 import sys
 from collections.abc import Sequence
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 from torchlint.cache import Cache, plain_report
+from torchlint.datatypes import FileReport, FixSafety
 from torchlint.files import ReadError, decode, read_bytes
-from torchlint.rule import FixSafety, Rule
-from torchlint.runner import FileReport, check_file, fix_file, is_notebook
-from torchlint.settings import Settings
+from torchlint.runner import check_file, fix_file, is_notebook
+from torchlint.settings import Settings, resolve_rules
+
+if TYPE_CHECKING:
+    import multiprocessing.context
+
+    from torchlint.rule import Rule
 
 # Below this much source to analyse, one process is faster than starting a pool.
 SMALL_RUN_BYTES = 256 * 1024
@@ -46,28 +50,37 @@ _context: _Context | None = None  # in a worker: what every file is linted with
 
 def lint_files(
     paths: Sequence[str],
-    rules: Sequence[type[Rule]],
+    rules: Sequence[type[Rule]] | None,
     settings: Settings,
     *,
     fix: bool = False,
     write: bool = False,
     jobs: int | None = None,
     cache: Cache | None = None,
+    with_source: bool = True,
 ) -> list[FileReport]:
     """One report per path, in order: like ``check_file`` (or ``fix_file`` with ``fix``) on each.
 
-    ``jobs``: worker processes (None or 0: one per CPU).  Findings in the
+    ``rules`` None: those ``settings`` select, resolved only if some file must be
+    analysed (a run whose every result is cached imports neither the rules nor
+    libcst).  ``jobs``: worker processes (None or 0: one per CPU).  Findings in the
     reports are plain data (``cache.plain_finding``), with or without workers.
+    ``with_source`` False: reports from the cache leave ``source`` None (for output
+    that shows no code, which saves decoding every file).
     """
-    context = _Context(tuple(rules), settings, fix, write, cache)
     reports: list[FileReport | None] = [None] * len(paths)
     pending: list[tuple[int, str, int]] = []  # (index, path, size) of files to analyse
     for index, path in enumerate(paths):
-        cached, size = _from_cache(path, context)
+        cached, size = _from_cache(path, settings, cache, fix=fix, with_source=with_source)
         if cached is not None:
             reports[index] = cached
         else:
             pending.append((index, path, size))
+    if not pending:
+        return reports  # type: ignore[return-value]
+    if rules is None:
+        rules = resolve_rules(settings)
+    context = _Context(tuple(rules), settings, fix, write, cache)
     workers = _worker_count(jobs, pending)
     if workers <= 1:
         global _context
@@ -78,6 +91,11 @@ def lint_files(
         finally:
             _context = outer
     else:
+        # Only now: a pool's machinery costs start-up time that runs without workers never need.
+        from concurrent.futures import ProcessPoolExecutor
+
+        import torchlint.engine  # noqa: F401 - forked workers inherit it (the rules brought libcst)
+
         # Largest files first so that no worker is left with a big file at the end.
         order = sorted(pending, key=lambda item: -item[2])
         chunk = max(1, min(8, len(order) // (workers * 16)))
@@ -100,6 +118,8 @@ def _worker_count(jobs: int | None, pending: Sequence[tuple[int, str, int]]) -> 
 
 
 def _mp_context() -> multiprocessing.context.BaseContext | None:
+    import multiprocessing
+
     # fork: workers inherit the imported modules instead of importing libcst again.
     if sys.platform.startswith("linux") and "fork" in multiprocessing.get_all_start_methods():
         return multiprocessing.get_context("fork")
@@ -133,9 +153,11 @@ def _read(path: str) -> bytes | None:
         return None
 
 
-def _from_cache(path: str, context: _Context) -> tuple[FileReport | None, int]:
+def _from_cache(
+    path: str, settings: Settings, cache: Cache | None, *, fix: bool, with_source: bool
+) -> tuple[FileReport | None, int]:
     """The cached report for ``path`` (None: it must be analysed) and the file's size."""
-    if context.cache is None:
+    if cache is None:
         try:
             return None, os.path.getsize(path)
         except OSError:
@@ -143,15 +165,15 @@ def _from_cache(path: str, context: _Context) -> tuple[FileReport | None, int]:
     data = _read(path)
     if data is None:
         return None, 0
-    cached = context.cache.load(context.cache.key(path, data))
+    cached = cache.load(cache.key(path, data))
     if cached is None:
         return None, len(data)
-    if context.fix and (is_notebook(path) or cached.error is not None or _has_fix_to_apply(cached.findings, context)):
+    if fix and (is_notebook(path) or cached.error is not None or _has_fix_to_apply(cached.findings, settings)):
         return None, len(data)  # the fix needs the syntax tree
-    if context.fix:  # fix_file's findings carry no fix edits
+    if fix:  # fix_file's findings carry no fix edits
         cached = replace(cached, findings=[replace(f, edits=()) for f in cached.findings])
     source: str | None = None
-    if cached.error is None:
+    if with_source and cached.error is None:
         try:
             source = decode(data).text
         except ReadError:
@@ -159,8 +181,8 @@ def _from_cache(path: str, context: _Context) -> tuple[FileReport | None, int]:
     return cached.report(path, source), len(data)
 
 
-def _has_fix_to_apply(findings: Sequence, context: _Context) -> bool:
-    unsafe = context.settings.unsafe_fixes
+def _has_fix_to_apply(findings: Sequence, settings: Settings) -> bool:
+    unsafe = settings.unsafe_fixes
     return any(f.fix is not None and (unsafe or f.fix.safety is FixSafety.SAFE) for f in findings)
 
 

@@ -8,38 +8,20 @@ discovered automatically and documented by its page in the rule book
 
 from __future__ import annotations
 
-import enum
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
-import libcst as cst
+# The plain data types live in a libcst-free module (a fully cached run needs only them);
+# rules import them from here.
+from torchlint.datatypes import Fix, FixSafety, FixStyle, RuleOptions
 
-from torchlint.analysis import Analyzer
+if TYPE_CHECKING:
+    import libcst as cst
 
+    from torchlint.analysis import Analyzer
 
-class FixSafety(enum.Enum):
-    """Like ruff's applicability: safe fixes keep behaviour the user relies on."""
-
-    SAFE = "safe"
-    UNSAFE = "unsafe"
-
-
-class FixStyle(enum.Enum):
-    DATA = "data"  # w.data.sub_(...)
-    NO_GRAD = "no_grad"  # with torch.no_grad(): w -= ...
-
-
-Replacement = tuple[cst.CSTNode, "cst.CSTNode | cst.FlattenSentinel[cst.CSTNode] | cst.RemovalSentinel"]
-
-
-@dataclass(frozen=True)
-class Fix:
-    """Replace each node (by identity) with new code; applied by the engine."""
-
-    description: str
-    replacements: tuple[Replacement, ...]
-    safety: FixSafety = FixSafety.SAFE
+__all__ = ["Diagnostic", "Fix", "FixSafety", "FixStyle", "Rule", "RuleInfo", "RuleOptions"]
 
 
 @dataclass
@@ -54,11 +36,6 @@ class Diagnostic:
     statement: cst.CSTNode | None = None
     # Evaluated after the whole file is analysed (e.g. "grad mode may be enabled here").
     when: Callable[[], bool] | None = None
-
-
-@dataclass(frozen=True)
-class RuleOptions:
-    fix_style: FixStyle = FixStyle.DATA
 
 
 class Rule:

@@ -1,4 +1,8 @@
-"""Lint and fix files: the glue between discovery, the engine and reporting."""
+"""Lint and fix files: the glue between discovery, the engine and reporting.
+
+Importing this module does not import the engine (nor libcst): ``check_file``
+and ``fix_file`` do, when a file is really analysed.
+"""
 
 from __future__ import annotations
 
@@ -6,24 +10,17 @@ import difflib
 import functools
 import fnmatch
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from torchlint.engine import Finding, FixError, SourceError, fix_source, lint_source, with_fix_edits
+from torchlint.datatypes import FileReport
 from torchlint.files import ReadError, read_source, write_atomic
-from torchlint.rule import Rule
 from torchlint.settings import Settings
 
+if TYPE_CHECKING:
+    from torchlint.rule import Rule
 
-@dataclass
-class FileReport:
-    path: str
-    findings: list[Finding] = field(default_factory=list)
-    error: str | None = None  # one line, "line:col: message" when the position is known
-    fixed: int = 0
-    diff: str = ""
-    source: str | None = None
-    cells: dict[int, str] | None = None  # notebooks: each linted cell's source, by 1-based cell number
+__all__ = ["FileReport", "NOTEBOOK_SUFFIX", "check_file", "fix_file", "is_notebook", "rules_for_path"]
 
 
 NOTEBOOK_SUFFIX = ".ipynb"
@@ -62,8 +59,10 @@ def rules_for_path(path: str, rules: Sequence[type[Rule]], settings: Settings) -
 
 
 def _error_text(error: Exception) -> str:
-    if isinstance(error, SourceError) and error.line is not None:
-        return f"{error.line}:{error.col or 1}: {error}"
+    """The error in one line, ``line:col: message`` when it has a position (a ``SourceError``)."""
+    line = getattr(error, "line", None)
+    if line is not None:
+        return f"{line}:{getattr(error, 'col', None) or 1}: {error}"
     return str(error)
 
 
@@ -87,6 +86,8 @@ def check_file(path: str, rules: Sequence[type[Rule]], settings: Settings) -> Fi
         from torchlint.notebook import check_notebook
 
         return check_notebook(path, rules, settings)
+    from torchlint.engine import SourceError, lint_source, with_fix_edits  # analysis: libcst, only now
+
     report = FileReport(path)
     try:
         source = read_source(path)
@@ -108,6 +109,8 @@ def fix_file(
         from torchlint.notebook import fix_notebook
 
         return fix_notebook(path, rules, settings, write=write, unsafe=unsafe)
+    from torchlint.engine import FixError, SourceError, fix_source  # analysis: libcst, only now
+
     report = FileReport(path)
     try:
         source = read_source(path)

@@ -4,9 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-from torchlint.rule import FixStyle, Rule, RuleOptions
-from torchlint.rules import all_rules
+from torchlint.datatypes import FixStyle, RuleOptions
+from torchlint.rules import all_rules, rule_codes
+
+if TYPE_CHECKING:
+    from torchlint.rule import Rule
 
 DEFAULT_EXCLUDE = (
     ".git", ".hg", ".svn", ".bzr", ".venv", "venv", ".env", "env", "build", "dist", "__pycache__",
@@ -50,7 +54,7 @@ def _matches(code: str, selector: str) -> bool:
 
 
 def validate_selectors(selectors: Iterable[str]) -> None:
-    codes = [rule.code for rule in all_rules()]
+    codes = rule_codes()  # from the rule modules' names: the rules themselves are not imported
     for selector in selectors:
         if selector != "ALL" and not any(code.startswith(selector) for code in codes):
             raise SettingsError(f"unknown rule selector {selector!r} (see `torchlint --list-rules`)")
@@ -60,7 +64,8 @@ def resolve_rules(settings: Settings, ignore_extra: Sequence[str] = ()) -> list[
     """Enabled rules: like ruff, ``select`` replaces the default set and ``extend-select`` adds to it.
 
     Opt-in rules (default off) are enabled by their exact code or ``ALL``; a
-    prefix such as ``TL`` selects only the default-on rules it covers.
+    prefix such as ``TL`` selects only the default-on rules it covers.  This imports the
+    rules (and libcst): call it only when files are to be analysed.
     """
     rules = all_rules()
 

@@ -14,14 +14,16 @@ resolved from every call site in the file once the whole file has been seen.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+import functools
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import libcst as cst
 
 from torchlint.analysis import torch_api as api
 from torchlint.analysis.names import ImportTable, dotted_name, through_grad
-from torchlint.analysis.walk import TRIVIA_TYPES, walk
+from torchlint.analysis.walk import NodeHooks, Walker, node_types_named, scan
 from torchlint.analysis.scopes import (
     DISABLED,
     ENABLED,
@@ -46,11 +48,8 @@ if TYPE_CHECKING:
     from torchlint.rule import Rule
 
 _BRANCH_STATEMENTS = (cst.If, cst.For, cst.While, cst.Try, cst.TryStar)
+_NAME_OR_ATTRIBUTE = frozenset({cst.Name, cst.Attribute})
 _COMPREHENSIONS = (cst.ListComp, cst.SetComp, cst.DictComp, cst.GeneratorExp)
-
-
-# Node types with ``_enter_<Type>_<field>`` / ``_leave_<Type>_<field>`` handlers below.
-_ATTRIBUTE_HANDLER_TYPES: frozenset[type] = frozenset()  # filled in after the class
 
 
 class _GradReadCollector(cst.CSTVisitor):
@@ -101,6 +100,8 @@ class Analyzer(cst.CSTVisitor):
         self.module = module
         self.source = source
         self.imports = ImportTable()
+        # Rules ask ``qualify`` about most calls, several times each: one call layer less.
+        self.qualify = self.imports.qualify  # type: ignore[method-assign]
         self.scope = Scope("module", None, mode_stack=[ENABLED])
         self.statement: cst.SimpleStatementLine | cst.SimpleStatementSuite | None = None
         self.loops: list[cst.For | cst.While] = []
@@ -109,22 +110,15 @@ class Analyzer(cst.CSTVisitor):
         self._block_hooks: list[tuple[cst.CSTNode, list[Callable[[cst.CSTNode], None]]]] = []
         self._branch_states: list[dict[str, object]] = []
         self._comprehension_states: list[dict[str, Value]] = []
-        self._visitors: dict[str, list[Callable[[cst.CSTNode], object]]] = {}
-        self._leavers: dict[str, list[Callable[[cst.CSTNode], object]]] = {}
-        self._finalizers: list[Callable[[], None]] = []
-        self._dispatch: dict[object, object] = {}
-        self._skip_trivia: bool | None = None
+        self._rules: list[Rule] = []
+        self._hooks: _BoundHooks | None = None  # built on first use, see ``_hooks_by_type``
+        self._walker: Walker | None = None
 
     # ------------------------------------------------------------------ rules
     def attach(self, rules: Iterable[Rule]) -> None:
         """Register rule hooks: ``visit_<Node>`` / ``leave_<Node>`` methods, and ``finish``."""
-        for rule in rules:
-            for attr in dir(type(rule)):
-                if attr.startswith("visit_"):
-                    self._visitors.setdefault(attr[6:], []).append(getattr(rule, attr))
-                elif attr.startswith("leave_"):
-                    self._leavers.setdefault(attr[6:], []).append(getattr(rule, attr))
-            self._finalizers.append(rule.finish)
+        self._rules.extend(rules)
+        self._hooks = self._walker = None
 
     def run(self) -> None:
         if self._grad_reads_enabled:
@@ -133,8 +127,8 @@ class Analyzer(cst.CSTVisitor):
                 self._walk(statement, collector)
             self._grad_reads[0] = collector.names
         self._walk(self.module)
-        for finish in self._finalizers:
-            finish()
+        for rule in self._rules:
+            rule.finish()
 
     # --------------------------------------------------------------- questions
     @property
@@ -169,10 +163,10 @@ class Analyzer(cst.CSTVisitor):
 
     def value_of(self, node: cst.BaseExpression) -> Value:
         """What ``node`` evaluates to at the current point."""
-        method = getattr(self, f"_value_{type(node).__name__}", None)
-        if method is None:
+        rule = _VALUE_RULES.get(type(node))
+        if rule is None:
             return UNKNOWN
-        return method(node)
+        return rule(self, node)
 
     def value_of_key(self, key: str) -> Value:
         """What a name or dotted ``self.w`` key holds at the current point."""
@@ -228,9 +222,11 @@ class Analyzer(cst.CSTVisitor):
 
     # ---------------------------------------------------------- value rules
     def _value_Name(self, node: cst.Name) -> Value:
-        if node.value in ("True", "False", "None"):
+        name = node.value
+        if name in ("True", "False", "None"):
             return UNKNOWN
-        return self.value_of_key(node.value)
+        found = self.scope.lookup(name)
+        return found if found is not None else UNKNOWN
 
     def _value_Integer(self, node: cst.Integer) -> Value:
         return NUMBER
@@ -297,7 +293,7 @@ class Analyzer(cst.CSTVisitor):
         qualified = self.qualify(func)
         if qualified is not None:
             return self._value_of_torch_call(node, qualified)
-        if isinstance(func, cst.Name):
+        if type(func) is cst.Name:
             cls = self.scope.find_class(func.value)
             if cls is not None:
                 return Value(Kind.MODULE if cls.is_module else Kind.OBJECT, node, cls=cls)
@@ -306,7 +302,7 @@ class Analyzer(cst.CSTVisitor):
             if func.value in ("list", "tuple", "sorted", "reversed") and node.args:
                 inner = self.value_of(node.args[0].value)
                 return inner if inner.kind is Kind.COLLECTION else UNKNOWN
-        if isinstance(func, cst.Attribute):
+        if type(func) is cst.Attribute:
             return self._value_of_method_call(node, func)
         callee = self.value_of(func)
         if callee.kind is Kind.MODULE:
@@ -419,58 +415,53 @@ class Analyzer(cst.CSTVisitor):
         return UNKNOWN
 
     # ------------------------------------------------------------ dispatch
-    # Handlers are looked up once per node type (or type and field), not per node.
-    def _node_handlers(self, cls: type) -> tuple[Callable | None, Sequence[Callable], Sequence[Callable], Callable | None]:
-        handlers = self._dispatch.get(cls)
-        if handlers is None:
-            name = cls.__name__
-            handlers = self._dispatch[cls] = (
-                getattr(self, f"_enter_{name}", None),
-                tuple(self._visitors.get(name, ())),
-                tuple(self._leavers.get(name, ())),
-                getattr(self, f"_leave_{name}", None),
-            )
-        return handlers
+    # What runs for a node of each type: the analyzer's ``_enter_<Type>``, the rules'
+    # ``visit_<Type>``, (the children), the rules' ``leave_<Type>``, the analyzer's
+    # ``_leave_<Type>``; around a field, ``_enter_<Type>_<field>`` / ``_leave_<Type>_<field>``.
+    # ``_walk`` runs them with the fast ``Walker``; ``on_visit`` & co make the analyzer a
+    # libcst visitor with the same callbacks (``node.visit(analyzer)``; the tests compare).
+    def _hooks_by_type(self) -> Mapping[type, NodeHooks]:
+        if self._hooks is None:
+            self._hooks = _BoundHooks(*_hook_plan(tuple(map(type, self._rules))), self, self._rules)
+        return self._hooks
 
     def on_visit(self, node: cst.CSTNode) -> bool:
-        enter, hooks, _, _ = self._node_handlers(type(node))
-        descend = enter(node) if enter is not None else True
-        for hook in hooks:
+        hooks = self._hooks_by_type().get(type(node), _NO_HOOKS)
+        descend = hooks.enter(node) if hooks.enter is not None else True
+        for hook in hooks.visits:
             hook(node)
         return descend is not False
 
     def on_leave(self, original_node: cst.CSTNode) -> None:
-        _, _, hooks, leave = self._node_handlers(type(original_node))
-        for hook in hooks:
+        hooks = self._hooks_by_type().get(type(original_node), _NO_HOOKS)
+        for hook in hooks.leaves:
             hook(original_node)
-        if leave is not None:
-            leave(original_node)
-
-    def _attribute_handler(self, prefix: str, cls: type, attribute: str) -> Callable | None:
-        key = (prefix, cls, attribute)
-        if key not in self._dispatch:
-            self._dispatch[key] = getattr(self, f"{prefix}{cls.__name__}_{attribute}", None)
-        return self._dispatch[key]
+        if hooks.exit is not None:
+            hooks.exit(original_node)
 
     def on_visit_attribute(self, node: cst.CSTNode, attribute: str) -> None:
-        handler = self._attribute_handler("_enter_", type(node), attribute)
-        if handler is not None:
-            handler(node)
+        before, _ = self._attribute_hooks(node, attribute)
+        if before is not None:
+            before(node)
 
     def on_leave_attribute(self, original_node: cst.CSTNode, attribute: str) -> None:
-        handler = self._attribute_handler("_leave_", type(original_node), attribute)
-        if handler is not None:
-            handler(original_node)
+        _, after = self._attribute_hooks(original_node, attribute)
+        if after is not None:
+            after(original_node)
+
+    def _attribute_hooks(self, node: cst.CSTNode, attribute: str) -> tuple[Callable | None, Callable | None]:
+        attributes = self._hooks_by_type().get(type(node), _NO_HOOKS).attributes
+        return attributes.get(attribute, (None, None)) if attributes else (None, None)
 
     def _walk(self, node: cst.CSTNode, visitor: cst.CSTVisitor | None = None) -> None:
         """``node.visit(visitor or self)``, faster (see ``walk.py``)."""
         if visitor is not None:
-            # The grad-read collector has no attribute callbacks and ignores trivia.
-            walk(node, visitor, skip_trivia=True, attribute_types=frozenset())
+            scan(node, visitor)
             return
-        if self._skip_trivia is None:
-            self._skip_trivia = not any(self._node_handlers(cls) != (None, (), (), None) for cls in TRIVIA_TYPES)
-        walk(node, self, skip_trivia=self._skip_trivia, attribute_types=_ATTRIBUTE_HANDLER_TYPES)
+        if self._walker is None:
+            hooks = self._hooks_by_type()
+            self._walker = Walker(hooks, handled=hooks.handled)
+        self._walker.walk(node)
 
     # ------------------------------------------------------------ blocks
     def _enter_Module(self, node: cst.Module) -> None:
@@ -885,30 +876,31 @@ class Analyzer(cst.CSTVisitor):
                 self.scope.bind(star.name.value, UNKNOWN)
 
     # ------------------------------------------------------------ call graph
+    # Runs for every call: exact type tests, not ``isinstance`` (slow on libcst's ABCs).
     def _enter_Call(self, node: cst.Call) -> None:
         callee = self._resolve_callee(node.func)
         if callee is not None:
             callee.call_modes.append(self.grad_mode)
-        elif not isinstance(node.func, cst.Attribute):
+        elif type(node.func) is not cst.Attribute:
             module = self.value_of(node.func)
             forward = module.cls.method("forward") if module.kind is Kind.MODULE and module.cls else None
             if forward is not None:
                 forward.call_modes.append(self.grad_mode)
         for arg in node.args:
             # A function handed to someone else may be called in any mode.
-            if isinstance(arg.value, (cst.Name, cst.Attribute)):
+            if type(arg.value) in _NAME_OR_ATTRIBUTE:
                 passed = self._resolve_callee(arg.value)
                 if passed is not None:
                     passed.call_modes.append(UNKNOWN_MODE)
 
     def _resolve_callee(self, func: cst.BaseExpression) -> FunctionInfo | None:
-        if isinstance(func, cst.Name):
+        if type(func) is cst.Name:
             found = self.scope.find_function(func.value)
             if found is not None:
                 return found
             cls = self.scope.find_class(func.value)
             return cls.method("__init__") if cls is not None else None
-        if isinstance(func, cst.Attribute):
+        if type(func) is cst.Attribute:
             receiver = self.value_of(func.value)
             if receiver.cls is not None:
                 return receiver.cls.method(func.attr.value)
@@ -916,11 +908,135 @@ class Analyzer(cst.CSTVisitor):
         return None
 
 
-_ATTRIBUTE_HANDLER_TYPES = frozenset(
-    getattr(cst, parts[2])
-    for parts in (name.split("_", 3) for name in dir(Analyzer) if name.startswith(("_enter_", "_leave_")))
-    if len(parts) == 4 and isinstance(getattr(cst, parts[2], None), type)
-)
+def _handler_names() -> tuple[dict[str, tuple[str, ...]], tuple[tuple[str, str], ...]]:
+    """Node type names with ``_enter_<Type>`` / ``_leave_<Type>`` handlers, and the
+    (type name, field) pairs with ``_enter_<Type>_<field>`` / ``_leave_<Type>_<field>`` ones."""
+    nodes: dict[str, list[str]] = {"_enter_": [], "_leave_": []}
+    attributes: set[tuple[str, str]] = set()
+    for attr in dir(Analyzer):
+        for prefix, names in nodes.items():
+            if not attr.startswith(prefix):
+                continue
+            name, _, field_name = attr[len(prefix):].partition("_")
+            if not isinstance(getattr(cst, name, None), type):
+                continue
+            if field_name:
+                attributes.add((name, field_name))
+            else:
+                names.append(name)
+    return {prefix: tuple(names) for prefix, names in nodes.items()}, tuple(sorted(attributes))
+
+
+_NODE_HANDLERS, _ATTRIBUTE_HANDLERS = _handler_names()
+# ``Analyzer._value_<Type>`` by node type, for ``value_of`` (called for most expressions).
+_VALUE_RULES: dict[type, Callable[[Analyzer, cst.BaseExpression], Value]] = {
+    getattr(cst, attr[len("_value_"):]): getattr(Analyzer, attr)
+    for attr in dir(Analyzer)
+    if attr.startswith("_value_") and isinstance(getattr(cst, attr[len("_value_"):], None), type)
+}
+
+
+# For one node type: (analyzer ``_enter_`` method name, the rules' ``visit_`` methods as
+# (rule index, name), their ``leave_`` methods, analyzer ``_leave_`` method name, and the
+# field callbacks as (field, ``_enter_`` name, ``_leave_`` name)).
+_TypePlan = tuple[
+    "str | None", tuple[tuple[int, str], ...], tuple[tuple[int, str], ...], "str | None",
+    tuple[tuple[str, "str | None", "str | None"], ...],
+]
+
+
+@dataclass
+class _Callbacks:
+    """A node type's callbacks, by method name, while ``_hook_plan`` collects them."""
+
+    enter: str | None = None
+    visits: list[tuple[int, str]] = field(default_factory=list)
+    leaves: list[tuple[int, str]] = field(default_factory=list)
+    exit: str | None = None
+    attributes: list[tuple[str, str | None, str | None]] = field(default_factory=list)
+
+
+@functools.lru_cache(maxsize=64)
+def _hook_plan(rule_classes: tuple[type, ...]) -> tuple[dict[type, _TypePlan], frozenset[type]]:
+    """The callbacks for each node type, by method name, for rules of these classes (in this
+    order), and the node types that have any.  Worked out once per set of rules; each file's
+    analyzer binds it to its objects (``_BoundHooks``)."""
+    by_name: dict[str, _Callbacks] = {}
+    for name in _NODE_HANDLERS["_enter_"]:
+        by_name.setdefault(name, _Callbacks()).enter = f"_enter_{name}"
+    for index, rule_class in enumerate(rule_classes):
+        for attr in dir(rule_class):
+            if attr.startswith("visit_"):
+                by_name.setdefault(attr[6:], _Callbacks()).visits.append((index, attr))
+            elif attr.startswith("leave_"):
+                by_name.setdefault(attr[6:], _Callbacks()).leaves.append((index, attr))
+    for name in _NODE_HANDLERS["_leave_"]:
+        by_name.setdefault(name, _Callbacks()).exit = f"_leave_{name}"
+    for name, field_name in _ATTRIBUTE_HANDLERS:
+        before, after = f"_enter_{name}_{field_name}", f"_leave_{name}_{field_name}"
+        by_name.setdefault(name, _Callbacks()).attributes.append(
+            (field_name, before if hasattr(Analyzer, before) else None, after if hasattr(Analyzer, after) else None)
+        )
+    plan = {
+        node_type: (c.enter, tuple(c.visits), tuple(c.leaves), c.exit, tuple(c.attributes))
+        for name, c in by_name.items()
+        for node_type in node_types_named(name)
+    }
+    return plan, frozenset(plan)
+
+
+class _BoundHooks(Mapping[type, NodeHooks]):
+    """A ``_hook_plan`` bound to one file's analyzer and rules: each node type's ``NodeHooks``
+    is made when first asked for (a file meets only some of the types)."""
+
+    def __init__(
+        self, plan: Mapping[type, _TypePlan], handled: frozenset[type], analyzer: Analyzer, rules: Sequence[Rule]
+    ) -> None:
+        self._plan = plan
+        self.handled = handled  # the node types with callbacks: ``frozenset(self)``
+        self._analyzer = analyzer
+        self._rules = rules
+        self._bound: dict[type, NodeHooks] = {}
+
+    def __getitem__(self, node_type: type) -> NodeHooks:
+        hooks = self._bound.get(node_type)
+        if hooks is None:
+            hooks = self._bound[node_type] = self._bind(*self._plan[node_type])
+        return hooks
+
+    def get(self, node_type: type, default: NodeHooks | None = None) -> NodeHooks | None:  # type: ignore[override]
+        return self[node_type] if node_type in self._plan else default
+
+    def _bind(
+        self,
+        enter: str | None,
+        visits: tuple[tuple[int, str], ...],
+        leaves: tuple[tuple[int, str], ...],
+        exit_: str | None,
+        attributes: tuple[tuple[str, str | None, str | None], ...],
+    ) -> NodeHooks:
+        analyzer, rules = self._analyzer, self._rules
+        return NodeHooks(
+            getattr(analyzer, enter) if enter else None,
+            tuple([getattr(rules[index], attr) for index, attr in visits]),
+            tuple([getattr(rules[index], attr) for index, attr in leaves]),
+            getattr(analyzer, exit_) if exit_ else None,
+            {
+                field: (getattr(analyzer, before) if before else None, getattr(analyzer, after) if after else None)
+                for field, before, after in attributes
+            }
+            if attributes
+            else None,
+        )
+
+    def __iter__(self) -> Iterator[type]:
+        return iter(self._plan)
+
+    def __len__(self) -> int:
+        return len(self._plan)
+
+
+_NO_HOOKS = NodeHooks()
 
 
 def _pair(first: Value, second: Value) -> Value:

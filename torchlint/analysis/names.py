@@ -5,18 +5,36 @@ from __future__ import annotations
 import libcst as cst
 
 from torchlint.analysis.torch_api import CANONICAL
+from torchlint.analysis.walk import scan
+
+# Exact type tests (no node class derives from these): ``isinstance`` on libcst's ABCs
+# is several times slower, and this runs for most expressions the rules look at.
+_NAME, _ATTRIBUTE = cst.Name, cst.Attribute
 
 
 def dotted_name(node: cst.BaseExpression) -> str | None:
     """``a.b.c`` for a chain of names and attributes, else None."""
+    if type(node) is _NAME:
+        return node.value  # type: ignore[attr-defined]
     parts: list[str] = []
-    while isinstance(node, cst.Attribute):
-        parts.append(node.attr.value)
-        node = node.value
-    if not isinstance(node, cst.Name):
+    while type(node) is _ATTRIBUTE:
+        parts.append(node.attr.value)  # type: ignore[attr-defined]
+        node = node.value  # type: ignore[attr-defined]
+    if type(node) is not _NAME:
         return None
-    parts.append(node.value)
-    return ".".join(reversed(parts))
+    parts.append(node.value)  # type: ignore[attr-defined]
+    parts.reverse()
+    return ".".join(parts)
+
+
+def dotted_expression(key: str) -> cst.Name | cst.Attribute:
+    """The expression ``a.b.c`` for the dotted name ``key`` (the inverse of ``dotted_name``;
+    what ``cst.parse_expression(key)`` gives, without running the parser)."""
+    head, *attributes = key.split(".")
+    expression: cst.Name | cst.Attribute = cst.Name(head)
+    for attribute in attributes:
+        expression = cst.Attribute(value=expression, attr=cst.Name(attribute))
+    return expression
 
 
 def _module_path(node: cst.BaseExpression | None) -> str:
@@ -30,8 +48,12 @@ class ImportTable:
 
     def __init__(self) -> None:
         self.aliases: dict[str, str] = {}
+        # ``qualify`` answers until the next import, by node: id -> (node, answer).  Rules ask
+        # about the same expression many times; keeping the node keeps its id unique.
+        self._qualified: dict[int, tuple[cst.BaseExpression, str | None]] = {}
 
     def add_import(self, node: cst.Import) -> None:
+        self._qualified.clear()
         for alias in node.names:
             full = _module_path(alias.name)
             if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
@@ -41,6 +63,7 @@ class ImportTable:
                 self.aliases[head] = head
 
     def add_import_from(self, node: cst.ImportFrom) -> None:
+        self._qualified.clear()
         if node.relative or isinstance(node.names, cst.ImportStar):
             return
         module = _module_path(node.module)
@@ -53,6 +76,14 @@ class ImportTable:
 
     def qualify(self, node: cst.BaseExpression) -> str | None:
         """The canonical qualified name of an imported object, e.g. ``T.no_grad`` -> ``torch.no_grad``."""
+        known = self._qualified.get(id(node))
+        if known is not None and known[0] is node:
+            return known[1]
+        qualified = self._qualify(node)
+        self._qualified[id(node)] = (node, qualified)
+        return qualified
+
+    def _qualify(self, node: cst.BaseExpression) -> str | None:
         dotted = dotted_name(node)
         if dotted is None:
             return None
@@ -95,5 +126,5 @@ def names_in(node: cst.CSTNode) -> set[str]:
             if key:
                 names.add(key)
 
-    node.visit(Collector())
+    scan(node, Collector())
     return names

@@ -174,12 +174,15 @@ class Scope:
         self.summary[key] = join(self.summary[key], value) if key in self.summary else value
 
     def lookup(self, key: str) -> Value | None:
-        if key in self.values:
-            return self.values[key]
+        found = self.values.get(key)
+        if found is not None:
+            return found
         scope = self.parent
         while scope is not None:
-            if scope.kind != "class" and key in scope.summary:
-                return scope.summary[key]
+            if scope.kind != "class":
+                found = scope.summary.get(key)
+                if found is not None:
+                    return found
             scope = scope.parent
         return None
 

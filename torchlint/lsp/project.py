@@ -10,7 +10,7 @@ from pathlib import Path
 from torchlint.config import find_config, load_config
 
 # The directory walk's own matcher, so the server and `torchlint DIR` skip the same files.
-from torchlint.files import _excluded
+from torchlint.files import is_excluded
 from torchlint.rule import Rule
 from torchlint.runner import rules_for_path
 from torchlint.settings import Settings, SettingsError, resolve_rules
@@ -37,7 +37,7 @@ class Project:
         """Whether a directory walk from the project root skips this file (or a directory above it)."""
         parts = relative.split("/")
         return any(
-            _excluded(part, "/".join(parts[: depth + 1]), self.settings.all_excludes)
+            is_excluded(part, "/".join(parts[: depth + 1]), self.settings.all_excludes)
             for depth, part in enumerate(parts)
         )
 

@@ -4,14 +4,10 @@ character offsets measured in the negotiated encoding's code units."""
 
 from __future__ import annotations
 
-import bisect
-import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from torchlint.textdiff import changed_span
-
-_LINE_BREAK = re.compile(r"\r\n|\r|\n")
+from torchlint.textdiff import LINE_BREAK, changed_span, line_and_column, line_starts
 
 # Counts a string's length in the client's code units (UTF-16 unless negotiated otherwise).
 UnitCounter = Callable[[str], int]
@@ -23,12 +19,7 @@ def utf16_units(text: str) -> int:
 
 def split_lines(text: str) -> list[str]:
     """The lines of ``text`` without their breaks; a trailing break starts one more (empty) line."""
-    return _LINE_BREAK.split(text)
-
-
-def line_starts(text: str) -> list[int]:
-    """Offset of the first character of every line."""
-    return [0, *(match.end() for match in _LINE_BREAK.finditer(text))]
+    return LINE_BREAK.split(text)
 
 
 @dataclass(frozen=True)
@@ -50,8 +41,7 @@ class Edit:
 
 def point_at(starts: list[int], offset: int) -> Point:
     """The point of a string offset, given the string's ``line_starts``."""
-    line = bisect.bisect_right(starts, offset) - 1
-    return Point(line, offset - starts[line])
+    return Point(*line_and_column(starts, offset))
 
 
 def minimal_edit(old: str, new: str) -> Edit | None:
@@ -59,12 +49,6 @@ def minimal_edit(old: str, new: str) -> Edit | None:
     if old == new:
         return None
     start, end_old, end_new = changed_span(old, new)
-    # Never split a "\r\n" pair: an edit ending between them would leave a lone "\r".
-    if 0 < start < len(old) and old[start - 1] == "\r" and old[start] == "\n":
-        start -= 1
-    if end_old < len(old) and end_old > start and old[end_old - 1] == "\r" and old[end_old] == "\n":
-        end_old += 1
-        end_new += 1
     starts = line_starts(old)
     return Edit(point_at(starts, start), point_at(starts, end_old), new[start:end_new])
 

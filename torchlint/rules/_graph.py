@@ -10,6 +10,7 @@ from functools import lru_cache
 import libcst as cst
 
 from torchlint.analysis import Analyzer, dotted_name, keyword_arg, positional_args
+from torchlint.analysis.walk import scan
 
 # ``loss.backward()``, ``accelerator.backward(loss)`` / ``fabric.backward(loss)``,
 # Lightning's ``self.manual_backward(loss)``.
@@ -118,7 +119,7 @@ def _parameter_names(node: cst.FunctionDef) -> set[str]:
 @lru_cache(maxsize=64)
 def _binding_table(body: cst.CSTNode) -> dict[str, Bindings]:
     collector = _BindingCollector()
-    body.visit(collector)
+    scan(body, collector)
     names = set(collector.sites) | collector.declared
     return {
         name: Bindings(tuple(collector.sites.get(name, ())), name in collector.declared) for name in names

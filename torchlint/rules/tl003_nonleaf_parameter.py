@@ -8,6 +8,7 @@ from torchlint import fixes
 from torchlint.analysis.names import names_in
 from torchlint.analysis import Kind, dotted_name, keyword_arg
 from torchlint.analysis.torch_api import CONVERSION_METHODS, FACTORIES, PARAMETER, PARAMETER_TOKENS, TORCH_DTYPES
+from torchlint.analysis.walk import scan
 from torchlint.rule import FixSafety, Rule
 
 # Ops that, applied right after creating a leaf, leave a non-leaf copy or view.
@@ -258,7 +259,7 @@ def _mentions_grad(node: cst.CSTNode) -> bool:
             if attribute.attr.value == "grad":
                 found = True
 
-    node.visit(Finder())
+    scan(node, Finder())
     return found
 
 

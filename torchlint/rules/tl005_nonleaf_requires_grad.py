@@ -11,6 +11,7 @@ import libcst as cst
 from torchlint import fixes
 from torchlint.analysis import Kind, Value, dotted_name, positional_args
 from torchlint.analysis.values import ASSUMED_TAGS
+from torchlint.analysis.walk import scan
 from torchlint.rule import Fix, FixSafety, Rule
 from torchlint.rules._graph import backward_call, bindings_in_scope, graph_root_key
 
@@ -115,7 +116,7 @@ class NonleafRequiresGrad(Rule):
                     if assignment is not None and rule._drops_graph(assignment.value, depth - 1):
                         found = True
 
-        expr.visit(Finder())
+        scan(expr, Finder())
         return found
 
     # ------------------------------------------------------------ requires_grad_()

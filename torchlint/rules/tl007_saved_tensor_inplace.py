@@ -22,6 +22,7 @@ from torchlint.analysis import Kind, Value, dotted_name, keyword_arg, positional
 from torchlint.analysis.scopes import CALLED_WITH_GRAD_BY_FRAMEWORK
 from torchlint.analysis.torch_api import NON_MUTATING_UNDERSCORE
 from torchlint.analysis.values import ASSUMED_TAGS
+from torchlint.analysis.walk import node_types_under
 from torchlint.rule import Fix, FixSafety, Rule
 from torchlint.rules._graph import backward_call
 from torchlint.saved_tensors import (
@@ -76,6 +77,11 @@ TORCH_INPLACE_FUNCTIONS = frozenset("sigmoid relu tanh exp sqrt rsqrt reciprocal
 
 Identity = object  # id() of the expression that produced a value, or (id, index) for unpacked tuples
 _NO_DEPS: frozenset[int] = frozenset()
+_NAMES = node_types_under(cst.Name, cst.Attribute)
+# Expressions whose value depends on no other value.
+_WITHOUT_DEPS = node_types_under(cst.Name, cst.BaseNumber, cst.BaseString, cst.Lambda)
+# Expressions that produce a new tensor.
+_OP_RESULTS = node_types_under(cst.Call, cst.BinaryOperation, cst.UnaryOperation)
 # Kinds that are never tensors: no version counter to bump.
 _NOT_TENSORS = frozenset({Kind.NUMBER, Kind.COLLECTION, Kind.MODULE, Kind.OPTIMIZER, Kind.OBJECT})
 # Container methods that store their arguments in the receiver.
@@ -148,24 +154,28 @@ class SavedTensorInplace(Rule):
     # ------------------------------------------------------------ identities
     def _resolve(self, expr: cst.BaseExpression, tensors_only: bool = True) -> tuple[Identity | None, bool]:
         """(the object ``expr`` is, or is a view of; whether it goes through ``.data``)."""
+        # Exact type tests here and in ``_deps_of``: they run for most expressions.
         via_data = False
         while True:
-            if isinstance(expr, cst.Attribute) and expr.attr.value == "data":
-                via_data, expr = True, expr.value
-                continue
-            if isinstance(expr, cst.Attribute) and expr.attr.value in _VIEW_ATTRIBUTES:
-                expr = expr.value
-                continue
-            if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute):
+            kind = type(expr)
+            if kind is cst.Attribute:
+                attr = expr.attr.value
+                if attr == "data":
+                    via_data, expr = True, expr.value
+                    continue
+                if attr in _VIEW_ATTRIBUTES:
+                    expr = expr.value
+                    continue
+            elif kind is cst.Call and type(expr.func) is cst.Attribute:
                 method = expr.func.attr.value
                 if method in _VIEW_METHODS or _is_inplace_method(method):
                     expr = expr.func.value  # a view, or an in-place method returning its receiver
                     continue
-            if isinstance(expr, cst.Subscript) and _is_basic_indexing(expr):
+            elif kind is cst.Subscript and _is_basic_indexing(expr):
                 expr = expr.value
                 continue
             break
-        if isinstance(expr, (cst.Call, cst.BinaryOperation, cst.UnaryOperation)):
+        if type(expr) in _OP_RESULTS:
             return id(expr), via_data  # the tensor this op produces
         key = dotted_name(expr)
         if key is None:
@@ -187,13 +197,16 @@ class SavedTensorInplace(Rule):
 
     def _deps_of(self, expr: cst.CSTNode) -> frozenset[int]:
         """The saving ops ``expr``'s value was computed from."""
-        if isinstance(expr, (cst.Name, cst.Attribute)) and dotted_name(expr) is not None:
+        if not self._saving_ops:
+            return _NO_DEPS  # every dependency is on a saving op: none yet
+        kind = type(expr)
+        if kind in _NAMES and dotted_name(expr) is not None:
             holder = self._holder(expr)
             found = self._deps.get(holder, _NO_DEPS) if holder is not None else _NO_DEPS
-            if isinstance(expr, cst.Attribute):
+            if kind is cst.Attribute:
                 found = found | self._deps_of(expr.value)  # `outputs.loss`
             return found
-        if isinstance(expr, (cst.Name, cst.BaseNumber, cst.BaseString, cst.Lambda)):
+        if kind in _WITHOUT_DEPS:
             return _NO_DEPS
         found = frozenset({id(expr)}) if id(expr) in self._saving_ops else _NO_DEPS
         for child in _value_children(expr):
@@ -332,11 +345,12 @@ class SavedTensorInplace(Rule):
             return
         self._record_op(node, self._table.op(name), [node.left, node.right])
 
-    def _op_of_call(self, node: cst.Call) -> tuple[str | None, list[cst.BaseExpression]]:
-        """(what the call saves per the table, its tensor operands) for torch ops and tensor methods."""
+    def _op_of_call(
+        self, node: cst.Call, qualified: str | None, args: list[cst.BaseExpression]
+    ) -> tuple[str | None, list[cst.BaseExpression]]:
+        """(what the call saves per the table, its tensor operands) for torch ops and tensor methods
+        (``qualified``: the callee's qualified name; ``args``: the positional arguments)."""
         func = node.func
-        args = positional_args(node)
-        qualified = self.ctx.qualify(func)
         if qualified is not None:
             namespace, _, name = qualified.rpartition(".")
             if namespace not in _OP_NAMESPACES:
@@ -382,30 +396,38 @@ class SavedTensorInplace(Rule):
         if backward is not None:
             self._backward(backward.roots, backward.retains_graph)
             return
-        if self.ctx.qualify(node.func) == "torch.nn.Sequential":
-            self._check_sequential(node)
-        if self._check_inplace_call(node):
-            return
         func = node.func
-        if isinstance(func, cst.Attribute) and func.attr.value in _STORING_METHODS:
-            self._add_deps(self._holder(func.value), self._deps_of(node))  # `losses.append(loss)`
-        module_name, _ = self._module_of_call(node)
+        qualified = self.ctx.qualify(func)
+        if qualified == "torch.nn.Sequential":
+            self._check_sequential(node)
         args = positional_args(node)
+        module = self._module_of_call(node)  # (both checks below need it; asking is free of effects)
+        if self._check_inplace_call(node, qualified, args, module):
+            return
+        if type(func) is cst.Attribute and func.attr.value in _STORING_METHODS:
+            self._add_deps(self._holder(func.value), self._deps_of(node))  # `losses.append(loss)`
+        module_name, _ = module
         if module_name is not None:
             saves = self._table.module(module_name)
             if saves in (INPUT, OUTPUT, BOTH) and args:
                 self._record_op(node, saves, args[:1])
             return
-        saves, operands = self._op_of_call(node)
+        saves, operands = self._op_of_call(node, qualified, args)
         self._record_op(node, saves, operands)
 
-    def _check_inplace_call(self, node: cst.Call) -> bool:
+    def _check_inplace_call(
+        self,
+        node: cst.Call,
+        qualified: str | None,
+        args: list[cst.BaseExpression],
+        module: tuple[str | None, cst.Call | None],
+    ) -> bool:
         """In-place calls: ``y.mul_()``, ``torch.sigmoid_(y)``, ``F.relu(y, inplace=True)``,
-        an ``nn.ReLU(inplace=True)`` module applied to ``y``.  True if ``node`` is one."""
+        an ``nn.ReLU(inplace=True)`` module applied to ``y``.  True if ``node`` is one.
+        (``qualified``, ``args``, ``module``: the callee's qualified name, the positional
+        arguments, and ``_module_of_call(node)``.)"""
         func = node.func
-        args = positional_args(node)
-        qualified = self.ctx.qualify(func)
-        if qualified is None and isinstance(func, cst.Attribute) and _is_inplace_method(func.attr.value):
+        if qualified is None and type(func) is cst.Attribute and _is_inplace_method(func.attr.value):
             method, target = func.attr.value, func.value
             if not (self.ctx.value_of(_strip_data(target)).is_tensor or self._resolve(target)[0] is not None):
                 return False
@@ -428,7 +450,7 @@ class SavedTensorInplace(Rule):
                 self._record_inplace_output(node, args[0], name)
                 return True
             return False
-        module_name, constructor = self._module_of_call(node)
+        module_name, constructor = module
         if constructor is not None and args:
             inplace = keyword_arg(constructor, "inplace")
             if inplace is not None and _is_true(inplace.value):

@@ -19,6 +19,7 @@ from torchlint import fixes
 from torchlint.analysis import FunctionInfo, Kind, TENSOR_KINDS, dotted_name, positional_args
 from torchlint.analysis.names import through_grad
 from torchlint.analysis.torch_api import NON_MUTATING_UNDERSCORE
+from torchlint.analysis.walk import scan
 from torchlint.rule import Fix, FixSafety, Rule
 
 # Names a call to code we cannot see into may carry when it resets gradients.
@@ -54,21 +55,22 @@ def _looks_like_optimizer(name: str) -> bool:
 def _root_name(expr: cst.BaseExpression) -> str | None:
     """``self`` for ``self.opt``, ``opts`` for ``opts[i]``; None for a call's result."""
     while True:
-        if isinstance(expr, cst.Name):
-            return expr.value
-        if isinstance(expr, (cst.Attribute, cst.Subscript)):
-            expr = expr.value
+        kind = type(expr)  # (exact type tests: ``isinstance`` is slow on libcst's ABCs)
+        if kind is cst.Name:
+            return expr.value  # type: ignore[attr-defined]
+        if kind is cst.Attribute or kind is cst.Subscript:
+            expr = expr.value  # type: ignore[attr-defined]
         else:
             return None
 
 
 def _last_name(expr: cst.BaseExpression) -> str:
-    while isinstance(expr, cst.Subscript):
-        expr = expr.value
-    if isinstance(expr, cst.Attribute):
-        return expr.attr.value
-    if isinstance(expr, cst.Name):
-        return expr.value
+    while type(expr) is cst.Subscript:
+        expr = expr.value  # type: ignore[attr-defined]
+    if type(expr) is cst.Attribute:
+        return expr.attr.value  # type: ignore[attr-defined]
+    if type(expr) is cst.Name:
+        return expr.value  # type: ignore[attr-defined]
     return ""
 
 
@@ -83,7 +85,7 @@ def _grad_owners(node: cst.CSTNode) -> list[str]:
                 if owner is not None and owner not in owners:
                     owners.append(owner)
 
-    node.visit(Finder())
+    scan(node, Finder())
     return owners
 
 
@@ -153,14 +155,19 @@ class GradNotZeroed(Rule):
     def _enclosing(self) -> list[_Facts]:
         """Facts of every loop around the current point, and of the current function."""
         found = [self._loops[id(loop)].facts for loop in self.ctx.loops if id(loop) in self._loops]
-        function = self.ctx.function
-        if function is not None:
-            found.append(self._functions.setdefault(id(function), _Facts()))
+        function_facts = self._function_facts()
+        if function_facts is not None:
+            found.append(function_facts)
         return found
 
     def _function_facts(self) -> _Facts | None:
         function = self.ctx.function
-        return self._functions.setdefault(id(function), _Facts()) if function is not None else None
+        if function is None:
+            return None
+        facts = self._functions.get(id(function))
+        if facts is None:  # (not ``setdefault``: it would build a _Facts on every call)
+            facts = self._functions[id(function)] = _Facts()
+        return facts
 
     def _enter_loop(self, node: cst.For | cst.While) -> None:
         parent = self._loops.get(id(self.ctx.loops[-1])) if self.ctx.loops else None
@@ -202,7 +209,8 @@ class GradNotZeroed(Rule):
         if not self.ctx.loops and self.ctx.function is None:
             return  # module-level code outside loops cannot matter
         func = node.func
-        method = func.attr.value if isinstance(func, cst.Attribute) else None
+        # Runs for every call: exact type tests, not ``isinstance`` (slow on libcst's ABCs).
+        method = func.attr.value if type(func) is cst.Attribute else None
         qualified = self.ctx.qualify(func)
         if method == "backward" or qualified == "torch.autograd.backward":
             self._record_backward()
@@ -210,15 +218,15 @@ class GradNotZeroed(Rule):
         if method == "zero_grad" or qualified == "torch._foreach_zero_":
             self._record_zeroing()
             return
-        if isinstance(func, cst.Attribute) and method in ("zero_", "fill_") and through_grad(func.value):
+        if method in ("zero_", "fill_") and through_grad(func.value):
             self._record_zeroing()  # p.grad.zero_(), p.grad.data.zero_()
             return
-        if isinstance(func, cst.Name) and func.value == "setattr" and self._sets_grad(node):
+        if type(func) is cst.Name and func.value == "setattr" and self._sets_grad(node):
             self._record_zeroing()
             return
-        if method == "step" and isinstance(func, cst.Attribute) and self._check_step(node, func):
+        if method == "step" and self._check_step(node, func):
             return
-        if isinstance(func, cst.Attribute) and method is not None and self._check_inplace_update(node, func, method):
+        if method is not None and self._check_inplace_update(node, func, method):
             return
         self._check_call_target(node)
 
@@ -331,7 +339,7 @@ class GradNotZeroed(Rule):
                 for facts in self._enclosing():
                     facts.opaque.append(opaque)
         for arg in node.args:  # a function handed over (e.g. an LBFGS closure) may be called
-            if isinstance(arg.value, (cst.Name, cst.Attribute)):
+            if type(arg.value) is cst.Name or type(arg.value) is cst.Attribute:
                 passed = self.ctx.resolve_function(arg.value)
                 if passed is not None:
                     self._record_helper(passed)
@@ -348,7 +356,7 @@ class GradNotZeroed(Rule):
             if qualified.split(".")[0] in _HARMLESS_MODULES:
                 return None
             return _OpaqueCall(_last_name(func), self._arg_roots(node), self._holds_parameters(node))
-        if isinstance(func, cst.Name):
+        if type(func) is cst.Name:
             if func.value in _HARMLESS_BUILTINS:
                 return None
             callee = self.ctx.value_of(func)
@@ -357,7 +365,7 @@ class GradNotZeroed(Rule):
             return _OpaqueCall(func.value, self._arg_roots(node), self._holds_parameters(node))
         roots = self._arg_roots(node)
         name = ""
-        if isinstance(func, cst.Attribute):
+        if type(func) is cst.Attribute:
             name = func.attr.value
             receiver = self.ctx.value_of(func.value)
             if receiver.kind in TENSOR_KINDS or receiver.kind in (Kind.NUMBER, Kind.COLLECTION, Kind.OPTIMIZER):
@@ -522,7 +530,7 @@ class _BodyOrder(cst.CSTVisitor):
 
     def __init__(self, body: cst.BaseSuite) -> None:
         self.events: list[tuple[str, object]] = []
-        body.visit(self)
+        scan(body, self)
 
     def visit_SimpleStatementLine(self, node: cst.SimpleStatementLine) -> None:
         self.events.append(("line", node))

@@ -20,6 +20,7 @@ from torchlint import fixes
 from torchlint.analysis.names import names_in
 from torchlint.analysis import Kind, dotted_name, keyword_arg, positional_args
 from torchlint.analysis.torch_api import LEAF_SOURCE_TOKENS
+from torchlint.analysis.walk import children, scan
 from torchlint.rule import Fix, FixSafety, Rule
 
 # Uses of the accumulator that end its life as a tensor.
@@ -324,7 +325,7 @@ class LossHistoryAccumulation(Rule):
             stack = [region]
             while stack:
                 node = stack.pop()
-                for child in node.children:
+                for child in children(node):
                     found[id(child)] = node
                     stack.append(child)
         return found
@@ -479,7 +480,7 @@ def _declares_global(function: cst.FunctionDef, name: str) -> bool:
         def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
             return node is function
 
-    function.visit(Finder())
+    scan(function, Finder())
     return found
 
 
@@ -511,7 +512,7 @@ def _uses(region: cst.CSTNode, key: str) -> list[cst.CSTNode]:
         def visit_Lambda(self, node: cst.Lambda) -> bool:
             return not (simple and any(p.name.value == key for p in node.params.params))
 
-    region.visit(Finder())
+    scan(region, Finder())
     return found
 
 
@@ -541,7 +542,7 @@ def _binds_locally(function: cst.FunctionDef, name: str) -> bool:
         def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
             return node is function
 
-    function.body.visit(Finder())
+    scan(function.body, Finder())
     return bound and not _declares_global(function, name)
 
 
@@ -573,5 +574,5 @@ def _reset_inside(loop: cst.For | cst.While, accumulator: str) -> bool:
             if isinstance(func, cst.Attribute) and func.attr.value == "clear" and dotted_name(func.value) == accumulator:
                 found = True
 
-    loop.body.visit(Finder())
+    scan(loop.body, Finder())
     return found

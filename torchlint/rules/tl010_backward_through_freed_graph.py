@@ -21,7 +21,9 @@ import libcst as cst
 
 from torchlint import fixes
 from torchlint.analysis import Kind, dotted_name, keyword_arg, positional_args
+from torchlint.analysis.names import dotted_expression
 from torchlint.analysis.torch_api import FACTORIES, PARAMETER, PARAMETERLESS_MODULES
+from torchlint.analysis.walk import children, scan
 from torchlint.rule import Rule
 from torchlint.saved_tensors import NOTHING, saved_tensor_table
 
@@ -133,6 +135,9 @@ class BackwardThroughFreedGraph(Rule):
         self._preloop: dict[str, _Sym] = {}
         self._exprs: dict[int, cst.CSTNode] = {}
         self._frozen: bool | None = None
+        # What each statement the loop check cannot execute may change (see ``_forget``), for the
+        # loop being checked: both symbolic iterations ask, at the same program point.
+        self._forgotten: dict[int, set[str]] = {}
 
     def visit_For(self, node: cst.For) -> None:
         self._check_loop(node)
@@ -149,6 +154,7 @@ class BackwardThroughFreedGraph(Rule):
         if self._frozen is None:
             self._frozen = any(marker in self.ctx.source for marker in _FREEZE_MARKERS)
         self._preloop = {}
+        self._forgotten = {}
         carried = _assigned_keys(loop.body)
         if isinstance(loop, cst.For):
             carried |= _target_keys(loop.target)
@@ -199,7 +205,10 @@ class BackwardThroughFreedGraph(Rule):
 
     def _forget(self, run: _Run, statement: cst.CSTNode) -> None:
         """After code we do not execute symbolically: what it may rebind or change is unknown."""
-        for key in _assigned_keys(statement) | self._volatile_keys(statement):
+        keys = self._forgotten.get(id(statement))
+        if keys is None:
+            keys = self._forgotten[id(statement)] = _assigned_keys(statement) | self._volatile_keys(statement)
+        for key in keys:
             run.env[key] = S_UNKNOWN
 
     def _volatile_keys(self, node: cst.CSTNode) -> set[str]:
@@ -228,7 +237,7 @@ class BackwardThroughFreedGraph(Rule):
             def visit_FunctionDef(self, function: cst.FunctionDef) -> bool:
                 return False
 
-        node.visit(Finder())
+        scan(node, Finder())
         return keys
 
     def _leaves_arguments_alone(self, call: cst.Call) -> bool:
@@ -398,7 +407,7 @@ class BackwardThroughFreedGraph(Rule):
 
     def _eval_children(self, run: _Run, node: cst.CSTNode, volatile: set[str], grad: bool) -> None:
         """Evaluate nested calls for their side effects (``h.detach_()`` inside an expression)."""
-        for child in node.children:
+        for child in children(node):
             if isinstance(child, cst.BaseExpression):
                 self._eval(run, child, volatile, grad)
             elif not isinstance(child, (cst.BaseParenthesizableWhitespace, cst.Comma)):
@@ -505,7 +514,7 @@ class BackwardThroughFreedGraph(Rule):
         if key in self._preloop:
             return self._preloop[key]
         self._preloop[key] = S_UNKNOWN  # cycles
-        value = self.ctx.value_of(cst.parse_expression(key))
+        value = self.ctx.value_of(dotted_expression(key))
         result = S_UNKNOWN
         if value.kind is Kind.LEAF:
             # "assumed-leaf": only inferred from a `.grad` read -- not certain to require grad
@@ -563,7 +572,7 @@ def _has_backward(body: cst.CSTNode) -> bool:
         def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
             return False
 
-    body.visit(Finder())
+    scan(body, Finder())
     return found
 
 
@@ -614,7 +623,7 @@ def _assigned_keys(node: cst.CSTNode) -> set[str]:
         def visit_FunctionDef(self, function: cst.FunctionDef) -> bool:
             return False
 
-    node.visit(Finder())
+    scan(node, Finder())
     return keys
 
 
