@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from torchlint import engine
 from torchlint.engine import MAX_NESTING, SourceError, fix_source, lint_source
 from torchlint.files import MAX_SOURCE_BYTES, ReadError, decode, read_source
 from torchlint.rules import all_rules
@@ -257,6 +258,21 @@ def test_nesting_below_and_above_the_limit_never_crashes(depth: int, shape: str)
         assert "TL002" in {finding.code for finding in result.remaining}
     else:
         assert not result.applied or "TL002" in {finding.code for finding in result.applied}
+
+
+@pytest.mark.parametrize("compiler_measures", [True, False])
+@pytest.mark.parametrize("shape", ["sum", "attr", "calls", "unary", "not"])
+def test_both_depth_meters_draw_the_line_near_max_nesting(
+    shape: str, compiler_measures: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """CPython's compiler under a lowered recursion limit (no other thread) and the walk of
+    ``ast.parse``'s tree (otherwise) accept and refuse the same depths, give or take a few."""
+    if compiler_measures and not engine._compiler_depth_check_works():
+        pytest.skip("this CPython's compiler does not count its depth against the recursion limit")
+    monkeypatch.setattr(engine, "_compiler_measures_depth", lambda: compiler_measures)
+    assert engine._check_nesting(HEADER + "x = " + SHAPES[shape](MAX_NESTING - 20) + "\n") is None
+    with pytest.raises(SourceError, match="too deeply nested"):
+        engine._check_nesting(HEADER + "x = " + SHAPES[shape](MAX_NESTING + 20) + "\n")
 
 
 def test_decode_messages_point_at_the_bad_byte() -> None:
