@@ -23,7 +23,7 @@ import libcst as cst
 
 from torchlint.analysis import torch_api as api
 from torchlint.analysis.names import ImportTable, dotted_name, through_grad
-from torchlint.analysis.walk import NodeHooks, Walker, node_types_named, scan
+from torchlint.analysis.walk import NodeHooks, Walker, callback_methods, node_types_named, scan
 from torchlint.analysis.scopes import (
     DISABLED,
     ENABLED,
@@ -222,11 +222,9 @@ class Analyzer(cst.CSTVisitor):
 
     # ---------------------------------------------------------- value rules
     def _value_Name(self, node: cst.Name) -> Value:
-        name = node.value
-        if name in ("True", "False", "None"):
+        if node.value in ("True", "False", "None"):
             return UNKNOWN
-        found = self.scope.lookup(name)
-        return found if found is not None else UNKNOWN
+        return self.value_of_key(node.value)
 
     def _value_Integer(self, node: cst.Integer) -> Value:
         return NUMBER
@@ -961,26 +959,36 @@ def _hook_plan(rule_classes: tuple[type, ...]) -> tuple[dict[type, _TypePlan], f
     """The callbacks for each node type, by method name, for rules of these classes (in this
     order), and the node types that have any.  Worked out once per set of rules; each file's
     analyzer binds it to its objects (``_BoundHooks``)."""
-    by_name: dict[str, _Callbacks] = {}
+    by_type: dict[type, _Callbacks] = {}
+
+    def callbacks(name: str) -> Iterator[_Callbacks]:
+        return (by_type.setdefault(node_type, _Callbacks()) for node_type in node_types_named(name))
+
     for name in _NODE_HANDLERS["_enter_"]:
-        by_name.setdefault(name, _Callbacks()).enter = f"_enter_{name}"
+        for found in callbacks(name):
+            found.enter = f"_enter_{name}"
     for index, rule_class in enumerate(rule_classes):
-        for attr in dir(rule_class):
-            if attr.startswith("visit_"):
-                by_name.setdefault(attr[6:], _Callbacks()).visits.append((index, attr))
-            elif attr.startswith("leave_"):
-                by_name.setdefault(attr[6:], _Callbacks()).leaves.append((index, attr))
+        methods = callback_methods(rule_class)
+        if methods is None:
+            raise TypeError(f"{rule_class.__name__}: a rule has visit_<Node> / leave_<Node> methods only")
+        for node_type, visit, leave in methods:
+            found = by_type.setdefault(node_type, _Callbacks())
+            if visit is not None:
+                found.visits.append((index, visit))
+            if leave is not None:
+                found.leaves.append((index, leave))
     for name in _NODE_HANDLERS["_leave_"]:
-        by_name.setdefault(name, _Callbacks()).exit = f"_leave_{name}"
+        for found in callbacks(name):
+            found.exit = f"_leave_{name}"
     for name, field_name in _ATTRIBUTE_HANDLERS:
         before, after = f"_enter_{name}_{field_name}", f"_leave_{name}_{field_name}"
-        by_name.setdefault(name, _Callbacks()).attributes.append(
-            (field_name, before if hasattr(Analyzer, before) else None, after if hasattr(Analyzer, after) else None)
-        )
+        for found in callbacks(name):
+            found.attributes.append(
+                (field_name, before if hasattr(Analyzer, before) else None, after if hasattr(Analyzer, after) else None)
+            )
     plan = {
         node_type: (c.enter, tuple(c.visits), tuple(c.leaves), c.exit, tuple(c.attributes))
-        for name, c in by_name.items()
-        for node_type in node_types_named(name)
+        for node_type, c in by_type.items()
     }
     return plan, frozenset(plan)
 

@@ -7,8 +7,8 @@ which costs more than the visitor's own work.  Here each node class's visited
 fields, in visiting order, are read once from the string constants of its
 ``_visit_and_replace_children`` (each field is passed by name to one of libcst's
 ``visit_required/optional/sentinel/sequence`` helpers), and children are walked
-directly.  ``tests/test_prefilter.py`` checks that the callback sequence equals
-libcst's on the fixtures and a corpus sample.
+directly.  ``tests/test_prefilter.py`` and ``tests/test_walk.py`` check that the
+callback sequence equals libcst's on the fixtures and a corpus sample.
 
 The ``Walker`` takes the callbacks per node type (``NodeHooks``).  Knowing which
 types have callbacks, it skips every subtree in which no node can have one (a
@@ -34,6 +34,7 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import NamedTuple, Protocol
 
 import libcst as cst
+
 
 def _subclasses(cls: type) -> set[type]:
     # Not issubclass() over all of libcst: first-time ABC checks cost tens of ms at import.
@@ -410,15 +411,16 @@ for _cls in NODE_TYPES:
     _TYPES_BY_NAME[_cls.__name__] = (*_TYPES_BY_NAME.get(_cls.__name__, ()), _cls)
 
 
-_VISITOR_METHODS: dict[type, tuple[tuple[type, str | None, str | None], ...] | None] = {}
+_CALLBACK_METHODS: dict[type, tuple[tuple[type, str | None, str | None], ...] | None] = {}
 _CALLBACKS = ("on_visit", "on_leave", "on_visit_attribute", "on_leave_attribute")
 
 
-def _visitor_methods(cls: type[cst.CSTVisitor]) -> tuple[tuple[type, str | None, str | None], ...] | None:
-    """For a ``CSTVisitor`` subclass: (node class, its visit_ method name, its leave_ method
-    name) for each node class it has a method for; None when it needs the generic ``walk``
-    (it overrides ``on_visit`` & co, or has ``visit_<Node>_<field>`` methods)."""
-    known = _VISITOR_METHODS.get(cls, False)
+def callback_methods(cls: type) -> tuple[tuple[type, str | None, str | None], ...] | None:
+    """For a class with libcst-style ``visit_<Node>``/``leave_<Node>`` methods (a
+    ``CSTVisitor`` subclass, a rule): (node class, its visit_ method name, its leave_
+    method name) for each node class it has a method for; None when it needs the generic
+    ``walk`` (it overrides ``on_visit`` & co, or has ``visit_<Node>_<field>`` methods)."""
+    known = _CALLBACK_METHODS.get(cls, False)
     if known is not False:
         return known  # type: ignore[return-value]
     own = [base for base in cls.__mro__ if base not in _CST_VISITOR_MRO]
@@ -444,7 +446,7 @@ def _visitor_methods(cls: type[cst.CSTVisitor]) -> tuple[tuple[type, str | None,
         methods = tuple((node_type, visit, leave) for node_type, (visit, leave) in found.items())
     # Classes defined inside functions are new on every call (and hold their closure): not kept.
     if "<locals>" not in cls.__qualname__:
-        _VISITOR_METHODS[cls] = methods
+        _CALLBACK_METHODS[cls] = methods
     return methods
 
 
@@ -453,7 +455,7 @@ _CST_VISITOR_MRO = frozenset(cst.CSTVisitor.__mro__)
 
 def scan(node: cst.CSTNode, visitor: cst.CSTVisitor) -> None:
     """``node.visit(visitor)`` for a read-only ``CSTVisitor``, faster (see ``Walker``)."""
-    methods = _visitor_methods(type(visitor))
+    methods = callback_methods(type(visitor))
     if methods is None:
         walk(node, visitor)
         return
