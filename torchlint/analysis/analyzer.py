@@ -21,7 +21,9 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
+from torchlint.analysis import events
 from torchlint.analysis import torch_api as api
+from torchlint.analysis.events import AutogradEvent
 from torchlint.analysis.names import ImportTable, dotted_name, through_grad
 from torchlint.analysis.walk import NodeHooks, Walker, callback_methods, node_types_named, scan
 from torchlint.analysis.scopes import (
@@ -210,6 +212,15 @@ class Analyzer(cst.CSTVisitor):
         origin = value.origin
         return isinstance(origin, cst.Attribute) and origin is not node and through_grad(origin)
 
+    def autograd_event(self, call: cst.Call) -> AutogradEvent | None:
+        """The autograd event (backward, autograd.grad, optimizer step, gradient zeroing)
+        that ``call`` is at the current point, or None: one recognition for every rule."""
+        return events.event_of_call(self, call)
+
+    def grad_reset_event(self, target: cst.BaseExpression, value: cst.BaseExpression | None) -> AutogradEvent | None:
+        """``p.grad = None`` (or a zero tensor) assigned at the current point."""
+        return events.event_of_assignment(self, target, value)
+
     def is_grad_mode_context(self, node: cst.BaseExpression) -> bool:
         return self._mode_of_context(node) is not None
 
@@ -325,6 +336,8 @@ class Analyzer(cst.CSTVisitor):
             return Value(Kind.LEAF, node, tags=frozenset({"parameter"}))
         last = qualified.rsplit(".", 1)[-1]
         if qualified.startswith(api.OPTIMIZER_PREFIX) and last[:1].isupper():
+            if qualified.startswith(api.NON_OPTIMIZER_PREFIXES):
+                return Value(Kind.OBJECT, node)  # a scheduler: its step() updates no parameter
             return Value(Kind.OPTIMIZER, node)
         if (
             qualified.startswith("torch.nn.")

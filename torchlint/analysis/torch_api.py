@@ -108,3 +108,25 @@ FLOAT_DTYPES = frozenset(
     for name in "float float32 float64 double half float16 bfloat16 complex64 complex128 cfloat cdouble".split()
 )
 TORCH_DTYPES = FLOAT_DTYPES | INTEGER_DTYPES
+
+# ---------------------------------------------------------------- autograd events
+# How backward, gradient computation, optimizer steps and gradient zeroing are spelled.
+# One recognition for every rule: see ``torchlint.analysis.events``.
+BACKWARD_FUNCTIONS = frozenset({"torch.autograd.backward"})
+GRAD_FUNCTIONS = frozenset({"torch.autograd.grad"})
+# ``self.manual_backward(loss)`` (Lightning): the first argument is backpropagated.
+DELEGATED_BACKWARD_METHODS = frozenset({"manual_backward"})
+# ``accelerator.backward(loss)``, ``fabric.backward(loss)``, ``model_engine.backward(loss)``:
+# objects (by the last name of their expression) whose ``backward(x)`` backpropagates ``x``.
+BACKWARD_DELEGATE_NAMES = frozenset({"accelerator", "fabric", "engine", "model_engine", "deepspeed_engine"})
+# ``scaler.scale(loss).backward()``: the loss is the argument of ``scale``.
+LOSS_SCALING_METHODS = frozenset({"scale"})
+ZERO_GRAD_METHODS = frozenset({"zero_grad"})
+ZERO_GRAD_FUNCTIONS = frozenset({"torch._foreach_zero_"})
+# In-place methods that zero a gradient tensor (``p.grad.zero_()``, ``p.grad.data.fill_(0)``).
+GRAD_ZEROING_METHODS = frozenset({"zero_", "fill_"})
+STEP_METHODS = frozenset({"step"})
+# ``torch.optim`` classes that are not optimizers: their ``step()`` updates no parameter.
+NON_OPTIMIZER_PREFIXES = ("torch.optim.lr_scheduler.", "torch.optim.swa_utils.")
+# Assigned to ``p.grad``, these reset it.
+ZERO_FACTORIES = frozenset({"torch.zeros_like", "torch.zeros"})

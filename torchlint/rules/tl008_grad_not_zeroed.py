@@ -10,13 +10,13 @@ calls (transitively).  Anything that might zero the gradients keeps the rule sil
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 
 import libcst as cst
 
 from torchlint import fixes
 from torchlint.analysis import FunctionInfo, Kind, TENSOR_KINDS, dotted_name, positional_args
+from torchlint.analysis.events import EventKind, last_name
 from torchlint.analysis.names import through_grad
 from torchlint.analysis.torch_api import NON_MUTATING_UNDERSCORE
 from torchlint.analysis.walk import scan
@@ -39,19 +39,6 @@ _HARMLESS_METHODS = frozenset(
     "unscale_ scale update item append extend format write info debug warning add_scalar add_scalars "
     "set_postfix set_description log_dict clip_grad_norm_ clip_grad_value_ synchronize".split()
 )
-_OPTIMIZER_NAME = re.compile(r"^(opt[a-z]?\d*|optim\w*|optimi[sz]er\w*)$")
-
-
-def _looks_like_optimizer(name: str) -> bool:
-    """``opt``, ``optG``, ``optimizer_d``, ``g_optim``, ``self.optimizer`` -- not ``opts``/``options``."""
-    lowered = name.lower()
-    if lowered in ("opts", "options", "optional"):
-        return False
-    return any(_OPTIMIZER_NAME.match(part) for part in lowered.split("_") if part) or bool(
-        _OPTIMIZER_NAME.match(lowered)
-    )
-
-
 def _root_name(expr: cst.BaseExpression) -> str | None:
     """``self`` for ``self.opt``, ``opts`` for ``opts[i]``; None for a call's result."""
     while True:
@@ -62,16 +49,6 @@ def _root_name(expr: cst.BaseExpression) -> str | None:
             expr = expr.value  # type: ignore[attr-defined]
         else:
             return None
-
-
-def _last_name(expr: cst.BaseExpression) -> str:
-    while type(expr) is cst.Subscript:
-        expr = expr.value  # type: ignore[attr-defined]
-    if type(expr) is cst.Attribute:
-        return expr.attr.value  # type: ignore[attr-defined]
-    if type(expr) is cst.Name:
-        return expr.value  # type: ignore[attr-defined]
-    return ""
 
 
 def _grad_owners(node: cst.CSTNode) -> list[str]:
@@ -208,61 +185,35 @@ class GradNotZeroed(Rule):
     def visit_Call(self, node: cst.Call) -> None:
         if not self.ctx.loops and self.ctx.function is None:
             return  # module-level code outside loops cannot matter
+        event = self.ctx.autograd_event(node)
+        if event is not None:
+            if event.kind is EventKind.BACKWARD:
+                self._record_backward()
+            elif event.kind is EventKind.ZERO_GRAD:
+                self._record_zeroing()
+            elif event.kind is EventKind.STEP:
+                self._record_step(node, event.subject)
+            if event.kind is not EventKind.GRAD:
+                return
         func = node.func
         # Runs for every call: exact type tests, not ``isinstance`` (slow on libcst's ABCs).
         method = func.attr.value if type(func) is cst.Attribute else None
-        qualified = self.ctx.qualify(func)
-        if method == "backward" or qualified == "torch.autograd.backward":
-            self._record_backward()
-            return
-        if method == "zero_grad" or qualified == "torch._foreach_zero_":
-            self._record_zeroing()
-            return
-        if method in ("zero_", "fill_") and through_grad(func.value):
-            self._record_zeroing()  # p.grad.zero_(), p.grad.data.zero_()
-            return
-        if type(func) is cst.Name and func.value == "setattr" and self._sets_grad(node):
-            self._record_zeroing()
-            return
-        if method == "step" and self._check_step(node, func):
-            return
         if method is not None and self._check_inplace_update(node, func, method):
             return
         self._check_call_target(node)
 
-    def _sets_grad(self, node: cst.Call) -> bool:
-        args = positional_args(node)
-        return len(args) >= 2 and isinstance(args[1], cst.SimpleString) and args[1].evaluated_value == "grad"
-
-    def _check_step(self, node: cst.Call, func: cst.Attribute) -> bool:
+    def _record_step(self, node: cst.Call, optimizer: cst.BaseExpression | None) -> None:
         """``opt.step()`` / ``scaler.step(opt)``: an optimizer update."""
-        candidates = [func.value, *positional_args(node)]
-        for expr in candidates:
-            if self._is_optimizer(expr):
-                key = dotted_name(expr)
-                # An optimizer class of this file may zero in its own step(); an LBFGS closure runs.
-                helpers = [self.ctx.resolve_function(f) for f in (func, *(arg.value for arg in node.args))]
-                closure = any(h is not None for h in helpers[1:]) or any(
-                    isinstance(arg.value, cst.Lambda) for arg in node.args
-                )
-                self._record_update(_Update(key or fixes.source_of(expr), key, _root_name(expr), with_closure=closure))
-                for helper in helpers:
-                    if helper is not None:
-                        self._record_helper(helper)
-                return True
-        return False
-
-    def _is_optimizer(self, expr: cst.BaseExpression) -> bool:
-        value = self.ctx.value_of(expr)
-        if value.kind is Kind.OPTIMIZER:
-            return True
-        if value.kind is Kind.OBJECT and value.cls is not None:
-            # A class of this file with step() and zero_grad(), or one derived from torch.optim.
-            cls = value.cls
-            return (cls.method("step") is not None and cls.method("zero_grad") is not None) or any(
-                isinstance(base, str) and base.startswith("torch.optim.") for base in cls.bases
-            )
-        return value.kind is Kind.UNKNOWN and _looks_like_optimizer(_last_name(expr))
+        assert optimizer is not None
+        func = node.func
+        key = dotted_name(optimizer)
+        # An optimizer class of this file may zero in its own step(); an LBFGS closure runs.
+        helpers = [self.ctx.resolve_function(f) for f in (func, *(arg.value for arg in node.args))]
+        closure = any(h is not None for h in helpers[1:]) or any(isinstance(arg.value, cst.Lambda) for arg in node.args)
+        self._record_update(_Update(key or fixes.source_of(optimizer), key, _root_name(optimizer), with_closure=closure))
+        for helper in helpers:
+            if helper is not None:
+                self._record_helper(helper)
 
     def _check_inplace_update(self, node: cst.Call, func: cst.Attribute, method: str) -> bool:
         """``w.sub_(lr * w.grad)`` / ``w.data.add_(w.grad, alpha=-lr)`` on a trainable leaf."""
@@ -355,7 +306,7 @@ class GradNotZeroed(Rule):
         if qualified is not None:
             if qualified.split(".")[0] in _HARMLESS_MODULES:
                 return None
-            return _OpaqueCall(_last_name(func), self._arg_roots(node), self._holds_parameters(node))
+            return _OpaqueCall(last_name(func), self._arg_roots(node), self._holds_parameters(node))
         if type(func) is cst.Name:
             if func.value in _HARMLESS_BUILTINS:
                 return None
