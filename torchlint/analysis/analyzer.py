@@ -55,14 +55,25 @@ _COMPREHENSIONS = (cst.ListComp, cst.SetComp, cst.DictComp, cst.GeneratorExp)
 
 
 class _GradReadCollector(cst.CSTVisitor):
-    """Names whose ``.grad`` is read in a function body (nested functions excluded)."""
+    """Names whose ``.grad`` is read in a function body (nested functions excluded), and
+    names the body itself makes require grad (``x.requires_grad = True``, ``x.requires_grad_()``)."""
 
     def __init__(self) -> None:
         self.names: set[str] = set()
+        self.made_to_require_grad: set[str] = set()
 
     def visit_Attribute(self, node: cst.Attribute) -> None:
-        if node.attr.value == "grad" and isinstance(node.value, cst.Name):
-            self.names.add(node.value.value)
+        if isinstance(node.value, cst.Name):
+            if node.attr.value == "grad":
+                self.names.add(node.value.value)
+            elif node.attr.value in ("requires_grad", "requires_grad_"):
+                self.made_to_require_grad.add(node.value.value)
+
+    @property
+    def assumed_leaves(self) -> set[str]:
+        """Names whose ``.grad`` is read without the body making them a leaf first: a
+        parameter among them must be handed in as a leaf that requires grad."""
+        return self.names - self.made_to_require_grad
 
     def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
         return False
@@ -107,6 +118,8 @@ class Analyzer(cst.CSTVisitor):
         self.scope = Scope("module", None, mode_stack=[ENABLED])
         self.statement: cst.SimpleStatementLine | cst.SimpleStatementSuite | None = None
         self.loops: list[cst.For | cst.While] = []
+        # Enclosing compound statements (if/for/while/try/with) of the current function body.
+        self.compound: list[cst.CSTNode] = []
         self._grad_reads_enabled = ".grad" in source
         self._grad_reads: list[set[str]] = [set()]
         self._block_hooks: list[tuple[cst.CSTNode, list[Callable[[cst.CSTNode], None]]]] = []
@@ -221,6 +234,14 @@ class Analyzer(cst.CSTVisitor):
         """``p.grad = None`` (or a zero tensor) assigned at the current point."""
         return events.event_of_assignment(self, target, value)
 
+    def runs_every_iteration(self, loop: cst.For | cst.While) -> bool:
+        """Whether the current point runs on every iteration of the enclosing ``loop``: nothing
+        but ``with`` blocks stands between them (no ``if``, ``try`` or inner loop)."""
+        for index, node in enumerate(self.compound):
+            if node is loop:
+                return all(type(inner) is cst.With for inner in self.compound[index + 1 :])
+        return False
+
     def is_grad_mode_context(self, node: cst.BaseExpression) -> bool:
         return self._mode_of_context(node) is not None
 
@@ -327,6 +348,8 @@ class Analyzer(cst.CSTVisitor):
             if flag is None:
                 return UNKNOWN
             return Value(Kind.LEAF if flag else Kind.PLAIN, node, tags=frozenset({"factory"}))
+        if qualified == api.VARIABLE:
+            return self._value_of_variable(node)
         if qualified == "torch.autograd.grad":
             return Value(Kind.COLLECTION, node, element=Value(Kind.PLAIN, node, tags=frozenset({"grad"})))
         if qualified == api.PARAMETER:
@@ -350,6 +373,21 @@ class Analyzer(cst.CSTVisitor):
         if qualified.startswith("torch.") and last[:1].islower() and not qualified.startswith(("torch.optim", "torch.utils")):
             return self._derived([self.value_of(arg.value) for arg in node.args if arg.keyword is None], node)
         return UNKNOWN
+
+    def _value_of_variable(self, node: cst.Call) -> Value:
+        """Legacy ``Variable(t, requires_grad=True)`` is a new leaf; ``Variable(t)`` a plain
+        tensor, but of a tensor that requires grad an alias that still does (measured)."""
+        requires_grad = keyword_arg(node, "requires_grad")
+        if requires_grad is not None:
+            flag = _literal_bool(requires_grad.value)
+            if flag is None:
+                return UNKNOWN
+            return Value(Kind.LEAF if flag else Kind.PLAIN, node, tags=frozenset({"factory", "variable"}))
+        data = positional_args(node)
+        inner = self.value_of(data[0]) if data else UNKNOWN
+        if inner.kind is Kind.LEAF:
+            return self._derived([inner], node)
+        return Value(Kind.PLAIN, node, tags=frozenset({"variable"}))
 
     def _value_of_module_call(self, node: cst.Call, module: Value) -> Value:
         if "parameterless" in module.tags:
@@ -556,14 +594,18 @@ class Analyzer(cst.CSTVisitor):
 
     def _apply_requires_grad_flag(self, target: cst.Attribute, flag_node: cst.BaseExpression) -> None:
         key = dotted_name(target.value)
-        if key is None:
-            return
+        if key is not None:
+            self._set_requires_grad(key, _literal_bool(flag_node), target)
+
+    def _set_requires_grad(self, key: str, flag: bool | None, node: cst.CSTNode) -> None:
+        """``x.requires_grad = flag`` / ``x.requires_grad_(flag)``.  Setting it on a tensor
+        of unknown origin only succeeds on a leaf, so afterwards ``x`` is a leaf that
+        requires grad; on a non-leaf it raises or is a no-op (TL005) and ``x`` stays as is."""
         current = self.value_of_key(key)
-        flag = _literal_bool(flag_node)
-        if flag is True and current.kind is Kind.PLAIN:
-            self.scope.bind(key, Value(Kind.LEAF, target, tags=current.tags | {"requires_grad_"}))
+        if flag is True and (current.kind is Kind.PLAIN or (current.kind is Kind.UNKNOWN and not current.cls)):
+            self.scope.bind(key, Value(Kind.LEAF, node, tags=current.tags | {"requires_grad_"}))
         elif flag is False and current.kind is Kind.LEAF:
-            self.scope.bind(key, Value(Kind.PLAIN, target))
+            self.scope.bind(key, Value(Kind.PLAIN, node))
         elif flag is None and current.kind in (Kind.PLAIN, Kind.LEAF):
             self.scope.bind(key, UNKNOWN)
 
@@ -604,11 +646,7 @@ class Analyzer(cst.CSTVisitor):
         method = func.attr.value
         current = self.value_of_key(key)
         if method == "requires_grad_":
-            flag = _literal_bool(node.args[0].value) if node.args else True
-            if flag is True and current.kind is Kind.PLAIN:
-                self.scope.bind(key, Value(Kind.LEAF, node, tags=current.tags | {"requires_grad_"}))
-            elif flag is False and current.kind is Kind.LEAF:
-                self.scope.bind(key, Value(Kind.PLAIN, node))
+            self._set_requires_grad(key, _literal_bool(node.args[0].value) if node.args else True, node)
         elif method == "detach_" and current.is_tensor:
             self.scope.bind(key, Value(Kind.PLAIN, node, tags=frozenset({"detached"})))
         elif method == "retain_grad" and current.is_tensor:
@@ -624,6 +662,7 @@ class Analyzer(cst.CSTVisitor):
     # ------------------------------------------------------------ control flow
     def _enter_If(self, node: cst.If) -> None:
         self._branch_states.append({"entry": dict(self.scope.values)})
+        self.compound.append(node)
 
     def _leave_If_body(self, node: cst.If) -> None:
         frame = self._branch_states[-1]
@@ -631,6 +670,7 @@ class Analyzer(cst.CSTVisitor):
         self.scope.values = dict(frame["entry"])  # type: ignore[arg-type]
 
     def _leave_If(self, node: cst.If) -> None:
+        self.compound.pop()
         frame = self._branch_states.pop()
         self.scope.values = join_states(frame["body"], self.scope.values)  # type: ignore[arg-type]
 
@@ -638,20 +678,24 @@ class Analyzer(cst.CSTVisitor):
         self._branch_states.append({"entry": dict(self.scope.values)})
         self._bind_loop_target(node.target, node.iter)
         self.loops.append(node)
+        self.compound.append(node)
 
     def _leave_For_body(self, node: cst.For | cst.While) -> None:
         self.loops.pop()
+        self.compound.pop()
         frame = self._branch_states.pop()
         self.scope.values = join_states(frame["entry"], self.scope.values)  # type: ignore[arg-type]
 
     def _enter_While_body(self, node: cst.While) -> None:
         self._branch_states.append({"entry": dict(self.scope.values)})
         self.loops.append(node)
+        self.compound.append(node)
 
     _leave_While_body = _leave_For_body
 
     def _enter_Try(self, node: cst.Try | cst.TryStar) -> None:
         self._branch_states.append({"entry": dict(self.scope.values), "ends": []})
+        self.compound.append(node)
 
     _enter_TryStar = _enter_Try
 
@@ -701,6 +745,7 @@ class Analyzer(cst.CSTVisitor):
     def _leave_Try(self, node: cst.Try | cst.TryStar) -> None:
         self._merge_try()
         self._branch_states.pop()
+        self.compound.pop()
 
     _leave_TryStar = _leave_Try
 
@@ -715,9 +760,11 @@ class Analyzer(cst.CSTVisitor):
         if mode is not None and self.grad_mode.inference and not mode.statically_disabled:
             mode = self.grad_mode
         self.scope.mode_stack.append(mode or self.grad_mode)
+        self.compound.append(node)
 
     def _leave_With_body(self, node: cst.With) -> None:
         self.scope.mode_stack.pop()
+        self.compound.pop()
 
     def _bind_loop_target(self, target: cst.BaseExpression, iterable: cst.BaseExpression) -> None:
         self._bind_target(target, self._element_of(iterable, target), None)
@@ -849,22 +896,22 @@ class Analyzer(cst.CSTVisitor):
             self._analyse_function(scope.deferred.pop(0))
 
     def _analyse_function(self, info: FunctionInfo) -> None:
-        outer_scope, outer_statement, outer_loops = self.scope, self.statement, self.loops
+        outer_scope, outer_statement, outer_loops, outer_compound = self.scope, self.statement, self.loops, self.compound
         # A method's body sees module (not class) names; keep the class for `self`.
         parent = info.parent_scope.parent if info.parent_scope.kind == "class" else info.parent_scope
         scope = Scope("function", parent, function=info, mode_stack=[info.entry_mode])
-        self.scope, self.statement, self.loops = scope, None, []
+        self.scope, self.statement, self.loops, self.compound = scope, None, [], []
         grad_reads: set[str] = set()
         if self._grad_reads_enabled:
             collector = _GradReadCollector()
             self._walk(info.node.body, collector)
-            grad_reads = collector.names
+            grad_reads = collector.assumed_leaves
         self._grad_reads.append(grad_reads)
         self._bind_parameters(info, grad_reads)
         self._walk(info.node.body)
         self._run_deferred(scope)
         self._grad_reads.pop()
-        self.scope, self.statement, self.loops = outer_scope, outer_statement, outer_loops
+        self.scope, self.statement, self.loops, self.compound = outer_scope, outer_statement, outer_loops, outer_compound
 
     def _bind_parameters(self, info: FunctionInfo, grad_reads: set[str]) -> None:
         params = info.node.params

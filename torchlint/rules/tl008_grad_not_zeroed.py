@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import dataclasses
+
 import libcst as cst
 
 from torchlint import fixes
@@ -76,6 +78,8 @@ class _Update:
     line: cst.CSTNode | None = None  # manual update: the statement line
     grad_owners: tuple[str, ...] = ()
     with_closure: bool = False  # opt.step(closure): the closure must zero, not the loop
+    # ids of the enclosing loops on whose every iteration the update runs (no `if` between).
+    every_iteration_of: frozenset[int] = frozenset()
 
 
 @dataclass
@@ -119,7 +123,8 @@ class GradNotZeroed(Rule):
     code = "TL008"
     name = "grad-not-zeroed"
     summary = "A training loop calls backward() and updates but never zeroes the gradients"
-    fix_safety = FixSafety.UNSAFE
+    # Safe where the loop updates on every iteration; unsafe where the intent is unclear.
+    fix_safety = FixSafety.SAFE
     tokens = ("backward",)
 
     def __init__(self, *args: object, **kwargs: object) -> None:
@@ -171,6 +176,8 @@ class GradNotZeroed(Rule):
             function.backward_outside_loops = True
 
     def _record_update(self, update: _Update) -> None:
+        loops = frozenset(id(loop) for loop in self.ctx.loops if self.ctx.runs_every_iteration(loop))
+        update = dataclasses.replace(update, every_iteration_of=loops)
         for facts in self._enclosing():
             facts.updates.append(update)
         function = self._function_facts()
@@ -425,11 +432,18 @@ class GradNotZeroed(Rule):
     def _fix(self, loop: _Loop, updates: list[_Update]) -> Fix | None:
         if not updates:
             return None
+        fix = None
         if all(u.optimizer is not None for u in updates):
-            return self._zero_grad_fix(loop, updates)
-        if all(u.optimizer is None for u in updates):
-            return self._set_to_none_fix(loop, updates)
-        return None
+            fix = self._zero_grad_fix(loop, updates)
+        elif all(u.optimizer is None for u in updates):
+            fix = self._set_to_none_fix(loop, updates)
+        if fix is None:
+            return None
+        # A loop that updates on every iteration means one step per gradient: adding the
+        # reset is what it needs (safe).  Conditional or helper-made updates may be
+        # deliberate accumulation: the intent is unclear (unsafe).
+        safe = not loop.facts.helpers and all(id(loop.node) in u.every_iteration_of for u in updates)
+        return dataclasses.replace(fix, safety=FixSafety.SAFE if safe else FixSafety.UNSAFE)
 
     def _zero_grad_fix(self, loop: _Loop, updates: list[_Update]) -> Fix | None:
         keys = {u.key for u in updates}
@@ -456,12 +470,20 @@ class GradNotZeroed(Rule):
                 return None
             if any(order.unsafe_to_reset(owner, line) for owner in update.grad_owners):
                 return None
-            resets = [cst.parse_statement(f"{owner}.grad = None\n") for owner in update.grad_owners]
+            resets = [cst.parse_statement(self._reset_statement(owner)) for owner in update.grad_owners]
             replacements.append((line, cst.FlattenSentinel([line, *resets])))
         if len({id(old) for old, _ in replacements}) != len(replacements):
             return None
         owners = ", ".join(f"`{o}.grad`" for u in updates for o in u.grad_owners)
-        return Fix(f"set {owners} to None after the update", tuple(replacements))
+        how = "zero" if self._zeroes_in_place() else "set to None"
+        return Fix(f"{how} {owners} after the update", tuple(replacements))
+
+    def _zeroes_in_place(self) -> bool:
+        """The file's own style of resetting gradients: ``w.grad.zero_()`` or ``w.grad = None``."""
+        return ".grad.zero_()" in self.ctx.source or ".grad.data.zero_()" in self.ctx.source
+
+    def _reset_statement(self, owner: str) -> str:
+        return f"{owner}.grad.zero_()\n" if self._zeroes_in_place() else f"{owner}.grad = None\n"
 
 
 def _bound_names(target: cst.BaseExpression) -> set[str]:
