@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
-from torchlint.analysis import events
+from torchlint.analysis import events, summaries
 from torchlint.analysis import torch_api as api
 from torchlint.analysis.events import AutogradEvent
 from torchlint.analysis.names import ImportTable, dotted_name, through_grad
@@ -85,6 +85,23 @@ class _GradReadCollector(cst.CSTVisitor):
         return False
 
 
+class _CallCounter(cst.CSTVisitor):
+    """How many calls name each function or method, by its last name."""
+
+    def __init__(self) -> None:
+        self.counts: dict[str, int] = {}
+
+    def visit_Call(self, node: cst.Call) -> None:
+        func = node.func
+        name = func.value if type(func) is cst.Name else func.attr.value if type(func) is cst.Attribute else None
+        if name is not None:
+            self.counts[name] = self.counts.get(name, 0) + 1  # type: ignore[arg-type]
+
+
+# What a parameter may be bound to from its call sites: facts a rule can act on.
+_CALL_SITE_KINDS = frozenset({Kind.LEAF, Kind.NONLEAF, Kind.PLAIN, Kind.MODULE, Kind.OPTIMIZER})
+
+
 def _literal_bool(node: cst.BaseExpression | None) -> bool | None:
     if isinstance(node, cst.Name) and node.value in ("True", "False"):
         return node.value == "True"
@@ -128,6 +145,14 @@ class Analyzer(cst.CSTVisitor):
         self._rules: list[Rule] = []
         self._hooks: _BoundHooks | None = None  # built on first use, see ``_hooks_by_type``
         self._walker: Walker | None = None
+        self._call_counts: dict[str, int] | None = None
+        # Loop id -> names some statement in its body makes require grad (``x.requires_grad_()``).
+        self._made_leaf_in_loop: dict[int, set[str]] = {}
+        # Helper summaries (see summaries.py): shared with the summarising analyzers.
+        self.summaries: dict[tuple, Value] = {}
+        self.summary_depth = 0
+        self._summarising: FunctionInfo | None = None
+        self._returns: list[Value] = []
 
     # ------------------------------------------------------------------ rules
     def attach(self, rules: Iterable[Rule]) -> None:
@@ -234,6 +259,12 @@ class Analyzer(cst.CSTVisitor):
         """``p.grad = None`` (or a zero tensor) assigned at the current point."""
         return events.event_of_assignment(self, target, value)
 
+    def made_leaf_in_loop(self, key: str, loop: cst.For | cst.While) -> bool:
+        """Whether the body of ``loop`` (so far) sets ``key.requires_grad`` / calls
+        ``key.requires_grad_()``: a value detached at the end of an iteration is made a leaf
+        again in the next one."""
+        return key in self._made_leaf_in_loop.get(id(loop), ())
+
     def runs_every_iteration(self, loop: cst.For | cst.While) -> bool:
         """Whether the current point runs on every iteration of the enclosing ``loop``: nothing
         but ``with`` blocks stands between them (no ``if``, ``try`` or inner loop)."""
@@ -311,10 +342,15 @@ class Analyzer(cst.CSTVisitor):
 
     def _value_List(self, node: cst.List | cst.Tuple) -> Value:
         element: Value | None = None
+        values: list[Value] = []
         for item in node.elements:
             value = self.value_of(item.value) if isinstance(item, cst.Element) else UNKNOWN
+            values.append(value)
             element = value if element is None else join(element, value)
-        return Value(Kind.COLLECTION, node, element=element or UNKNOWN)
+        # A tuple of fixed size also keeps each position (``return img, opt``).
+        starred = any(not isinstance(item, cst.Element) for item in node.elements)
+        items = tuple(values) if type(node) is cst.Tuple and not starred else None
+        return Value(Kind.COLLECTION, node, element=element or UNKNOWN, items=items)
 
     _value_Tuple = _value_List
 
@@ -332,6 +368,9 @@ class Analyzer(cst.CSTVisitor):
             if func.value in ("list", "tuple", "sorted", "reversed") and node.args:
                 inner = self.value_of(node.args[0].value)
                 return inner if inner.kind is Kind.COLLECTION else UNKNOWN
+        helper = self._resolve_callee(func)
+        if helper is not None and helper.name != "__init__":
+            return summaries.returned_value(self, helper, node)
         if type(func) is cst.Attribute:
             return self._value_of_method_call(node, func)
         callee = self.value_of(func)
@@ -578,6 +617,8 @@ class Analyzer(cst.CSTVisitor):
             value = value.tagged("rebound-leaf")  # TL001/TL003 territory
         self.scope.bind(key, value)
         function = self.scope.function
+        if self._summarising is not None:
+            return  # a look into a helper changes no class facts
         if function is not None and function.cls is not None and key.startswith("self.") and key.count(".") == 1:
             function.cls.record_attr(function.name, key[5:], value)
 
@@ -602,6 +643,9 @@ class Analyzer(cst.CSTVisitor):
         of unknown origin only succeeds on a leaf, so afterwards ``x`` is a leaf that
         requires grad; on a non-leaf it raises or is a no-op (TL005) and ``x`` stays as is."""
         current = self.value_of_key(key)
+        if flag is True:
+            for loop in self.loops:
+                self._made_leaf_in_loop.setdefault(id(loop), set()).add(key)
         if flag is True and (current.kind is Kind.PLAIN or (current.kind is Kind.UNKNOWN and not current.cls)):
             self.scope.bind(key, Value(Kind.LEAF, node, tags=current.tags | {"requires_grad_"}))
         elif flag is False and current.kind is Kind.LEAF:
@@ -913,18 +957,23 @@ class Analyzer(cst.CSTVisitor):
         self._grad_reads.pop()
         self.scope, self.statement, self.loops, self.compound = outer_scope, outer_statement, outer_loops, outer_compound
 
-    def _bind_parameters(self, info: FunctionInfo, grad_reads: set[str]) -> None:
+    def _bind_parameters(
+        self, info: FunctionInfo, grad_reads: set[str], passed: dict[str, Value] | None = None
+    ) -> None:
         params = info.node.params
         ordered = [*params.posonly_params, *params.params]
-        is_method = info.cls is not None and not any(
-            isinstance(d.decorator, cst.Name) and d.decorator.value in ("staticmethod", "classmethod")
-            for d in info.node.decorators
-        )
+        is_method = info.is_method
+        if passed is None:
+            passed = self._values_from_every_call_site(info)
         for index, param in enumerate([*ordered, *params.kwonly_params]):
             name = param.name.value
             if index == 0 and is_method and info.cls is not None:
                 kind = Kind.MODULE if info.cls.is_module else Kind.OBJECT
                 self.scope.bind(name, Value(kind, param, cls=info.cls))
+            elif name in passed:
+                value = passed[name]
+                self.scope.bind(name, Value(value.kind, param, value.cls, value.element, value.items,
+                                            value.tags | {"param", "from-call-sites"}))
             elif name in grad_reads:
                 self.scope.bind(name, Value(Kind.LEAF, param, tags=frozenset({"param", "assumed-leaf"})))
             else:
@@ -933,23 +982,104 @@ class Analyzer(cst.CSTVisitor):
             if isinstance(star, cst.Param):
                 self.scope.bind(star.name.value, UNKNOWN)
 
+    def _values_from_every_call_site(self, info: FunctionInfo) -> dict[str, Value]:
+        """Parameter -> what every call site in the file passes for it, when all of them are
+        seen and agree on a tensor, module or optimizer (a helper that writes into the
+        Parameter it is handed, ``fill(self.emb.weight)``)."""
+        sites = info.call_arguments
+        if not sites or any(site is None for site in sites):
+            return {}
+        if len(sites) != self._call_sites_in_file().get(info.name, 0):
+            return {}  # some call sites are analysed later, or are not calls we resolve
+        agreed: dict[str, Value] = {}
+        for name in set.intersection(*(set(site) for site in sites if site is not None)):
+            value = sites[0][name]  # type: ignore[index]
+            for site in sites[1:]:
+                value = join(value, site[name])  # type: ignore[index]
+            if value.kind in _CALL_SITE_KINDS:
+                agreed[name] = value
+        return agreed
+
+    def _call_sites_in_file(self) -> dict[str, int]:
+        """How many calls name each function (``f(...)``, ``x.f(...)``): counted once per file,
+        only when a helper is handed something worth following."""
+        if self._call_counts is None:
+            counter = _CallCounter()
+            self._walk(self.module, counter)
+            self._call_counts = counter.counts
+        return self._call_counts
+
     # ------------------------------------------------------------ call graph
     # Runs for every call: exact type tests, not ``isinstance`` (slow on libcst's ABCs).
     def _enter_Call(self, node: cst.Call) -> None:
+        if self._summarising is not None:
+            return  # a look into a helper: the real analysis records its calls
         callee = self._resolve_callee(node.func)
         if callee is not None:
             callee.call_modes.append(self.grad_mode)
+            callee.call_arguments.append(self._arguments_passed(node, callee))
         elif type(node.func) is not cst.Attribute:
             module = self.value_of(node.func)
             forward = module.cls.method("forward") if module.kind is Kind.MODULE and module.cls else None
             if forward is not None:
                 forward.call_modes.append(self.grad_mode)
+                forward.call_arguments.append(self._arguments_passed(node, forward))
         for arg in node.args:
             # A function handed to someone else may be called in any mode.
             if type(arg.value) in _NAME_OR_ATTRIBUTE:
                 passed = self._resolve_callee(arg.value)
                 if passed is not None:
                     passed.call_modes.append(UNKNOWN_MODE)
+
+    # ------------------------------------------------------------ helper summaries
+    @classmethod
+    def for_summary(cls, caller: Analyzer) -> Analyzer:
+        """A rule-less analyzer that looks into a helper on behalf of ``caller``."""
+        helper = cls(caller.module, caller.source)
+        helper.imports = caller.imports
+        helper.qualify = caller.qualify  # type: ignore[method-assign]
+        helper.summaries = caller.summaries
+        helper.summary_depth = caller.summary_depth + 1
+        helper._grad_reads_enabled = caller._grad_reads_enabled
+        helper._entry_mode = caller.grad_mode
+        return helper
+
+    def summarise(self, info: FunctionInfo, passed: dict[str, Value]) -> Value:
+        """Analyse ``info``'s body with its parameters bound to ``passed``; the join of what
+        its ``return`` statements give."""
+        parent = info.parent_scope.parent if info.parent_scope.kind == "class" else info.parent_scope
+        mode = info.decorator_mode or self._entry_mode
+        self.scope = Scope("function", parent, function=info, mode_stack=[mode])
+        self._summarising = info
+        self._bind_parameters(info, set(), passed)
+        self._walk(info.node.body)
+        return summaries.join_returns(self._returns)
+
+    def _leave_Return(self, node: cst.Return) -> None:
+        if self._summarising is not None and self.scope.function is self._summarising:
+            self._returns.append(self.value_of(node.value) if node.value is not None else UNKNOWN)
+
+    def arguments_passed(self, call: cst.Call, callee: FunctionInfo) -> dict[str, Value] | None:
+        return self._arguments_passed(call, callee)
+
+    def _arguments_passed(self, call: cst.Call, callee: FunctionInfo) -> dict[str, Value] | None:
+        """Parameter name -> the value this call passes for it (None when ``*args`` /
+        ``**kwargs`` hide which argument goes where)."""
+        if any(arg.star for arg in call.args):
+            return None
+        params = callee.node.params
+        positional = [p.name.value for p in (*params.posonly_params, *params.params)]
+        if callee.is_method:
+            positional = positional[1:]  # `self` (or `cls`) is the receiver
+        passed: dict[str, Value] = {}
+        index = 0
+        for arg in call.args:
+            if arg.keyword is not None:
+                passed[arg.keyword.value] = self.value_of(arg.value)
+            elif index < len(positional):
+                passed[positional[index]] = self.value_of(arg.value)
+                index += 1
+        return passed
 
     def _resolve_callee(self, func: cst.BaseExpression) -> FunctionInfo | None:
         if type(func) is cst.Name:

@@ -72,8 +72,18 @@ class FunctionInfo:
     # Mode set by a decorator (@torch.no_grad() ...), else None: inherited from callers.
     decorator_mode: GradMode | None = None
     call_modes: list[GradMode] = field(default_factory=list)
+    # What each call site seen passes: parameter name -> value (None: not determined there).
+    call_arguments: list[dict[str, Value] | None] = field(default_factory=list)
     _resolving: bool = False
     _resolved: frozenset[Mode] | None = None
+
+    @property
+    def is_method(self) -> bool:
+        """Bound to an instance: its first parameter is ``self``."""
+        return self.cls is not None and not any(
+            isinstance(d.decorator, cst.Name) and d.decorator.value in ("staticmethod", "classmethod")
+            for d in self.node.decorators
+        )
 
     @property
     def entry_mode(self) -> GradMode:

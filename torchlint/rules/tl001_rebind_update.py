@@ -55,10 +55,12 @@ class RebindUpdate(Rule):
         what = "tensor that no longer requires grad" if disabled else "non-leaf"
         if self._uses_grad_attribute(keys):
             consequence = " (its `.grad` is None next step)"
-        else:
-            # Functional training (torch.autograd.grad): no `.grad` is read, but the
-            # rebound name is not the leaf an optimizer or a later backward works with.
+        elif disabled:
             consequence = ""
+        else:
+            # Functional training (torch.autograd.grad): no `.grad` is read; the rebound name
+            # keeps every step's update in its graph, which grows with each step.
+            consequence = " (every step's update stays in its graph, which grows with each step)"
         if len(keys) == 1:
             return (f"`{keys[0]}` is a leaf that requires grad; rebinding it to an update of itself makes it a "
                     f"{what}{consequence}; update it in place")
@@ -96,17 +98,29 @@ class RebindUpdate(Rule):
         function = self.ctx.function
 
         def check(block: cst.CSTNode) -> None:
-            if all(self.ctx.value_of_key(key).kind is Kind.LEAF for key in keys):
+            at_loop_end = loop is not None and loop.body is block
+            if all(self._leaf_again(key, loop if at_loop_end else None) for key in keys):
                 outcome["releafed"] = True
                 return
-            at_boundary = (loop is not None and loop.body is block) or (
-                function is not None and function.node.body is block
-            )
+            at_boundary = at_loop_end or (function is not None and function.node.body is block)
             if not at_boundary:
                 self.ctx.at_block_end(check)
 
         self.ctx.at_block_end(check)
         self.report(node, message, fix, when=lambda: not outcome["releafed"])
+
+    def _leaf_again(self, key: str, loop_ending: cst.For | cst.While | None) -> bool:
+        """A leaf again; or, at the end of a loop body, detached (a plain tensor) and made a
+        leaf again by the loop body before it is used (``x.requires_grad_()`` at the top)."""
+        value = self.ctx.value_of_key(key)
+        if value.kind is Kind.LEAF:
+            return True
+        return (
+            loop_ending is not None
+            and value.kind is Kind.PLAIN
+            and "detached" in value.tags
+            and self.ctx.made_leaf_in_loop(key, loop_ending)
+        )
 
     def _update_form(
         self, value: cst.BaseExpression, key: str
