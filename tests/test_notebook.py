@@ -10,7 +10,8 @@ import pytest
 
 from torchlint.cli import main
 from torchlint.files import discover
-from torchlint.notebook import Notebook, NotebookError, add_noqa_to_notebook, check_notebook, fix_notebook
+from torchlint.notebook import Notebook, NotebookError
+from torchlint.runner import add_noqa_to_file, fix_file, lint_content
 from torchlint.settings import Settings, resolve_rules
 
 # Pinned: other rules may also fire on these samples as the catalogue grows.
@@ -39,7 +40,7 @@ def notebook(*cells: dict, indent: int = 1, ensure_ascii: bool = False, newline:
 
 
 def findings(text: str, rules=RULES) -> list[tuple[int | None, int, int, str]]:
-    report = check_notebook("nb.ipynb", rules, Settings(), text=text)
+    report = lint_content("nb.ipynb", text, Settings(), rules).report
     assert report.error is None, report.error
     return [(f.cell, f.line, f.col, f.code) for f in report.findings]
 
@@ -109,7 +110,7 @@ def test_notebooks_of_other_languages_are_skipped() -> None:
 
 # ---------------------------------------------------------------- errors
 def test_invalid_json_is_one_clear_error() -> None:
-    report = check_notebook("nb.ipynb", RULES, Settings(), text='{"cells": [}')
+    report = lint_content("nb.ipynb", '{"cells": [}', Settings(), RULES).report
     assert report.error is not None and report.error.startswith("invalid notebook JSON: ") and "\n" not in report.error
 
 
@@ -120,7 +121,7 @@ def test_json_that_is_not_a_notebook() -> None:
 
 def test_a_cell_that_does_not_parse_is_named() -> None:
     text = notebook(cell("# notes", "markdown"), cell(SETUP), cell("x = (1,\n"), cell(LOOP))
-    report = check_notebook("nb.ipynb", RULES, Settings(), text=text)
+    report = lint_content("nb.ipynb", text, Settings(), RULES).report
     assert report.error is not None and report.error.startswith("cell 3:")
 
 
@@ -154,13 +155,13 @@ def test_fix_rewrites_only_the_changed_cell_and_keeps_the_formatting(tmp_path: P
                     indent=indent, ensure_ascii=ensure_ascii)
     path = tmp_path / "nb.ipynb"
     path.write_text(text, encoding="utf-8")
-    report = fix_notebook(str(path), RULES, Settings(), write=True)
+    report = fix_file(str(path), RULES, Settings(), write=True)
     assert report.error is None and report.fixed == 1 and report.findings == []
     after = path.read_text(encoding="utf-8")
     assert _changed_sources(text, after) == {3: FIXED_LOOP.splitlines(keepends=True)}
     # Byte for byte, only the changed line differs.
     assert after.replace("w.data.sub_(0.1 * w.grad)", "w = w - 0.1 * w.grad") == text
-    assert fix_notebook(str(path), RULES, Settings(), write=True).fixed == 0
+    assert fix_file(str(path), RULES, Settings(), write=True).fixed == 0
 
 
 def test_fix_that_adds_lines_keeps_the_json_layout(tmp_path: Path) -> None:
@@ -169,7 +170,7 @@ def test_fix_that_adds_lines_keeps_the_json_layout(tmp_path: Path) -> None:
     text = notebook(cell(SETUP), cell(LOOP.rstrip("\n")), cell("done = True"))
     path = tmp_path / "nb.ipynb"
     path.write_text(text)
-    report = fix_notebook(str(path), RULES, Settings(fix_style=FixStyle.NO_GRAD), write=True)
+    report = fix_file(str(path), RULES, Settings(fix_style=FixStyle.NO_GRAD), write=True)
     assert report.error is None and report.fixed == 1
     after = path.read_text()
     fixed_cell = LOOP.rstrip("\n").replace(
@@ -185,7 +186,7 @@ def test_fix_keeps_string_sources_magics_and_a_missing_final_newline(tmp_path: P
     text = notebook(cell(["%load_ext autoreload\n", SETUP]), cell(source="%%time\n" + LOOP + "!echo done"), newline=False)
     path = tmp_path / "nb.ipynb"
     path.write_text(text)
-    assert fix_notebook(str(path), RULES, Settings(), write=True).fixed == 1
+    assert fix_file(str(path), RULES, Settings(), write=True).fixed == 1
     data = json.loads(path.read_text())
     assert data["cells"][1]["source"] == ["%%time\n", *FIXED_LOOP.splitlines(keepends=True), "!echo done"]
     assert data["cells"][0]["source"] == ["%load_ext autoreload\n", SETUP]
@@ -198,7 +199,7 @@ def test_a_cell_stored_as_one_string_stays_one_string(tmp_path: Path) -> None:
     text = json.dumps(raw, indent=1)
     path = tmp_path / "nb.ipynb"
     path.write_text(text)
-    fix_notebook(str(path), RULES, Settings(), write=True)
+    fix_file(str(path), RULES, Settings(), write=True)
     assert json.loads(path.read_text())["cells"][1]["source"] == FIXED_LOOP
 
 
@@ -223,7 +224,7 @@ def test_add_noqa_in_a_notebook(tmp_path: Path) -> None:
     path = tmp_path / "nb.ipynb"
     text = notebook(cell(SETUP), cell("%%time\n" + LOOP))
     path.write_text(text)
-    assert add_noqa_to_notebook(str(path), RULES, Settings()) == (1, None)
+    assert add_noqa_to_file(str(path), RULES, Settings()) == (1, None)
     after = path.read_text()
     assert _changed_sources(text, after)[2][4] == "    w = w - 0.1 * w.grad  # noqa: TL001\n"
     assert findings(after) == []

@@ -109,6 +109,23 @@ def parse(source: str) -> cst.Module:
         raise SourceError(f"syntax error: {error}") from None
 
 
+def check_syntax(source: str) -> None:
+    """``SourceError`` if ``source`` does not parse, as ``parse`` would raise it, for a
+    fraction of the cost: CPython's parser alone (no libcst tree) when it accepts the
+    source.  When it rejects it, ``parse`` decides (libcst accepts syntax newer than
+    this interpreter, and it names the problem the way files with findings get it)."""
+    if len(source) > MAX_SOURCE_BYTES:
+        raise SourceError(too_large(len(source)))
+    try:
+        with warnings.catch_warnings(), _gc_paused():
+            warnings.simplefilter("ignore")  # invalid escape sequences and the like
+            compile(source, "<torchlint>", "exec", flags=ast.PyCF_ONLY_AST, dont_inherit=True)
+        return
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        pass
+    parse(source)
+
+
 # Deepest syntax tree analysed.  Real code stays under 100 levels (94 is the
 # deepest in torch, transformers, diffusers, timm and lightning); libcst's native
 # parser slows down quadratically with depth (seconds at 1000 levels) and
@@ -305,6 +322,7 @@ def lint_source(
 
 def _lint_source(source: str, rules: Sequence[type[Rule]], options: RuleOptions, respect_noqa: bool) -> LintResult:
     if file_is_exempt(source):
+        check_syntax(source)  # like ruff: a syntax error cannot be silenced
         return LintResult([])
     exempt = file_exempt_codes(source)
     if exempt:
@@ -313,6 +331,7 @@ def _lint_source(source: str, rules: Sequence[type[Rule]], options: RuleOptions,
     audits = active_rules(source, [r for r in rules if issubclass(r, NoqaAudit)]) if respect_noqa else []
     checks = active_rules(source, [r for r in rules if not issubclass(r, NoqaAudit)])
     if not checks and not audits:
+        check_syntax(source)  # nothing to analyse, but a syntax error is still reported
         return LintResult([])
     module = parse(source)
     diagnostics = _analyse(module, source, checks, options) if checks else []
