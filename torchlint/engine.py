@@ -28,7 +28,7 @@ from torchlint.noqa import (
     Use,
     file_exempt_codes,
     file_is_exempt,
-    physical_lines,
+    NoqaLines,
     run_audits,
     suppression,
 )
@@ -338,7 +338,7 @@ def _lint_source(source: str, rules: Sequence[type[Rule]], options: RuleOptions,
     if not diagnostics and not audits:
         return LintResult([], module, parsed=True)
     positions = node_positions(module)
-    lines = physical_lines(source)
+    lines = NoqaLines(source)
     used: set[Use] = set()
     findings = _position(diagnostics, positions, lines if respect_noqa else None, used)
     if audits:
