@@ -175,9 +175,11 @@ def _discover(args: argparse.Namespace, settings: Settings):
 
 
 def _print_error(path: str, error: str) -> None:
-    # "3:5: syntax error ..." and "cell 2:3:5: ..." are positions: flake8-style path:line:col.
-    positioned = error[:1].isdigit() or error.startswith("cell ")
-    print(f"{path}:{error}" if positioned else f"{path}: error: {error}", file=sys.stderr)
+    # "3:5: syntax error ..." and "cell 2:3:5: ..." start with a position: path:line:col: error: ...
+    if error[:1].isdigit() or error.startswith("cell "):
+        where, _, error = error.partition(": ")
+        path = f"{path}:{where}"
+    print(f"{path}: error: {error}", file=sys.stderr)
 
 
 def _lint(args: argparse.Namespace, settings: Settings) -> int:

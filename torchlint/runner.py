@@ -234,14 +234,14 @@ def _lint_notebook(job: _Job, source: SourceFile) -> Linted:
     return Linted(report, new_text, noqa_added=outcome.noqa_added)
 
 
-def _without_bad_cells(notebook: Notebook) -> tuple[Notebook, list[str]]:
+def _without_bad_cells(notebook: Notebook) -> tuple[Notebook, dict[int, str]]:
     """The notebook without the cells that do not parse on their own, and an error
     line for each (``cell N:line:col: message``, counted in the cell)."""
     from torchlint.engine import SourceError, check_syntax
 
     try:
         check_syntax(notebook.program)
-        return notebook, []
+        return notebook, {}
     except SourceError:
         pass
     bad: dict[int, str] = {}
@@ -251,8 +251,8 @@ def _without_bad_cells(notebook: Notebook) -> tuple[Notebook, list[str]]:
         except SourceError as error:
             bad[cell.number] = _cell_error(notebook, cell.number, error)
     if not bad:  # each cell parses, the program does not: the error is where the parser gave up
-        return notebook, []
-    return notebook.without(frozenset(bad)), list(bad.values())
+        return notebook, {}
+    return notebook.without(frozenset(bad)), bad
 
 
 def _cell_error(notebook: Notebook, number: int, error: SourceError) -> str:
@@ -269,12 +269,15 @@ def _notebook_error(notebook: Notebook, error: SourceError) -> str:
     return _cell_error(notebook, number, SourceError(str(error), line, error.col))
 
 
-def _cells_error(errors: list[str]) -> str | None:
-    """One line for the cells left out (the first one's error, and how many more)."""
+def _cells_error(errors: dict[int, str]) -> str | None:
+    """One line for the cells left out: the first one's error, and the others' numbers."""
     if not errors:
         return None
-    more = len(errors) - 1
-    return errors[0] + (f" (and {more} more cell{'s' * (more != 1)} that do not parse)" if more else "")
+    first, *others = errors
+    if not others:
+        return errors[first]
+    numbers = ", ".join(map(str, others))
+    return f"{errors[first]} (cell{'s' * (len(others) > 1)} {numbers} do{'es' * (len(others) == 1)} not parse either)"
 
 
 def _error_text(error: Exception) -> str:
