@@ -144,5 +144,6 @@ def test_ruff_noqa_is_ruffs_own(tmp_path: Path) -> None:
 
 
 def test_disable_noqa(tmp_path: Path) -> None:
-    (tmp_path / "train.py").write_text(SOURCE)
-    assert ("train.py", 9, 1, "TL002") in _flake8("--select", "TL", "--disable-noqa", "train.py", cwd=tmp_path)
+    (tmp_path / "train.py").write_text("# flake8: noqa\n" + SOURCE)
+    assert _flake8("--select", "TL", "train.py", cwd=tmp_path) == []
+    assert ("train.py", 10, 1, "TL002") in _flake8("--select", "TL", "--disable-noqa", "train.py", cwd=tmp_path)

@@ -308,8 +308,8 @@ def lint_source(
 ) -> LintResult:
     """Lint one module's source with the given rules.
 
-    ``respect_noqa`` False leaves line-level ``# noqa`` comments to the caller (flake8
-    applies them itself); torchlint's own file-level ``# torchlint: noqa`` always counts.
+    ``respect_noqa`` False leaves ``# noqa`` and ``# flake8: noqa`` comments to the caller
+    (flake8 applies them itself); torchlint's own file-level ``# torchlint: noqa`` always counts.
     """
     try:
         # A file's trees are built and dropped in one go: generational collections
@@ -321,10 +321,11 @@ def lint_source(
 
 
 def _lint_source(source: str, rules: Sequence[type[Rule]], options: RuleOptions, respect_noqa: bool) -> LintResult:
-    if file_is_exempt(source):
+    # ``# flake8: noqa`` is a noqa comment: the caller that applies those (flake8) decides.
+    if file_is_exempt(source, flake8=respect_noqa):
         check_syntax(source)  # like ruff: a syntax error cannot be silenced
         return LintResult([])
-    exempt = file_exempt_codes(source)
+    exempt = file_exempt_codes(source, flake8=respect_noqa)
     if exempt:
         rules = [r for r in rules if not any(r.code.startswith(code) for code in exempt)]
     # Rules that audit noqa comments run after the others, and only when noqa comments count.

@@ -57,17 +57,20 @@ def physical_lines(source: str) -> list[str]:
     return lines
 
 
-def file_is_exempt(source: str) -> bool:
+def file_is_exempt(source: str, *, flake8: bool = True) -> bool:
+    """Whether the file is skipped (``flake8`` False: ``# flake8: noqa`` does not count, as
+    under flake8's ``--disable-noqa``)."""
     if FILE_NOQA.search(source) is not None:
         return True
-    lowered = source.lower()
-    return "flake8" in lowered and any(match.group("codes") is None for match in FLAKE8_FILE_NOQA.finditer(source))
+    return flake8 and "flake8" in source.lower() and any(
+        match.group("codes") is None for match in FLAKE8_FILE_NOQA.finditer(source)
+    )
 
 
-def file_exempt_codes(source: str) -> frozenset[str]:
+def file_exempt_codes(source: str, *, flake8: bool = True) -> frozenset[str]:
     """The codes that ``# torchlint: noqa: CODES`` and ``# flake8: noqa: CODES`` turn off for the whole file."""
     matches = list(FILE_NOQA_CODES.finditer(source))
-    if "flake8" in source.lower():
+    if flake8 and "flake8" in source.lower():
         matches += [match for match in FLAKE8_FILE_NOQA.finditer(source) if match.group("codes") is not None]
     return frozenset(code.upper() for match in matches for code in _SPLIT.split(match.group("codes")) if code)
 
