@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 
 from torchlint.datatypes import FileReport, Finding
 from torchlint.files import MAX_NOTEBOOK_BYTES, MAX_SOURCE_BYTES, ReadError, SourceFile, decode, read_bytes, write_atomic
-from torchlint.settings import Settings
+from torchlint.settings import Settings, resolve_rules
 
 if TYPE_CHECKING:
     from torchlint.engine import SourceError
@@ -110,12 +110,10 @@ def lint_content(
 
     ``path`` names the file: it decides notebook or not, the per-file-ignores and
     the messages.  ``rules`` None: those ``settings`` select.  ``unsafe`` None: the
-    settings' ``unsafe_fixes``.  ``respect_noqa`` False leaves line-level noqa
-    comments to the caller.  Never raises for bad content: the report's ``error``
+    settings' ``unsafe_fixes``.  ``respect_noqa`` False leaves ``# noqa`` and
+    ``# flake8: noqa`` comments to the caller (flake8's plugin, with ``--disable-noqa``).  Never raises for bad content: the report's ``error``
     says what is wrong (a syntax error, undecodable bytes, invalid notebook JSON).
     """
-    from torchlint.settings import resolve_rules
-
     if isinstance(content, str):
         source = SourceFile(content, "utf-8")
     else:
@@ -211,8 +209,7 @@ def _lint_notebook(job: _Job, source: SourceFile) -> Linted:
     report = FileReport(job.path)
     try:
         notebook = Notebook(source.text)
-        notebook, cell_errors = _without_bad_cells(notebook)
-        outcome = _run(job, notebook.program)
+        notebook, cell_errors, outcome = _run_on_cells_that_parse(job, notebook)
         new_text = notebook.render(outcome.program)
     except NotebookError as error:
         report.error = str(error)
@@ -234,25 +231,25 @@ def _lint_notebook(job: _Job, source: SourceFile) -> Linted:
     return Linted(report, new_text, noqa_added=outcome.noqa_added)
 
 
-def _without_bad_cells(notebook: Notebook) -> tuple[Notebook, dict[int, str]]:
-    """The notebook without the cells that do not parse on their own, and an error
-    line for each (``cell N:line:col: message``, counted in the cell)."""
+def _run_on_cells_that_parse(job: _Job, notebook: Notebook) -> tuple[Notebook, dict[int, str], _Outcome]:
+    """Run the job on the notebook's program; if it does not parse, without the cells that
+    do not parse on their own.  Also returns an error line for each of those cells
+    (``cell N:line:col: message``, counted in the cell)."""
     from torchlint.engine import SourceError, check_syntax
 
     try:
-        check_syntax(notebook.program)
-        return notebook, {}
+        return notebook, {}, _run(job, notebook.program)
     except SourceError:
-        pass
-    bad: dict[int, str] = {}
-    for cell in notebook.cells:
-        try:
-            check_syntax(cell.program_text)
-        except SourceError as error:
-            bad[cell.number] = _cell_error(notebook, cell.number, error)
-    if not bad:  # each cell parses, the program does not: the error is where the parser gave up
-        return notebook, {}
-    return notebook.without(frozenset(bad)), bad
+        bad: dict[int, str] = {}
+        for cell in notebook.cells:
+            try:
+                check_syntax(cell.program_text)
+            except SourceError as error:
+                bad[cell.number] = _cell_error(notebook, cell.number, error)
+        if not bad:  # each cell parses, the program does not: the error is where the parser gave up
+            raise
+    notebook = notebook.without(frozenset(bad))
+    return notebook, bad, _run(job, notebook.program)
 
 
 def _cell_error(notebook: Notebook, number: int, error: SourceError) -> str:
