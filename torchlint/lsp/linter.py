@@ -141,8 +141,10 @@ class Linter:
 
     async def _worker(self) -> WorkerProcess:
         if self.process is None or self.process.process.returncode is not None:
-            self.process = await self._worker_starting()
-            self.starting = None
+            try:
+                self.process = await self._worker_starting()
+            finally:
+                self.starting = None
         return self.process
 
     async def _run(self) -> None:
@@ -176,13 +178,18 @@ class Linter:
             job.future.set_result(result)
 
     async def _call(self, request: tuple[Any, ...]) -> Any:
-        process = await self._worker()
-        try:
-            return await process.call(request)
-        except WorkerDied:
-            process.stop()
-            self.process = None
-            raise
+        """The worker's reply; a worker found dead is replaced, and the request sent again once
+        (a request that kills the worker twice fails)."""
+        for attempt in range(2):
+            process = await self._worker()
+            try:
+                return await process.call(request)
+            except WorkerDied:
+                process.stop()
+                self.process = None
+                if attempt:
+                    raise
+        raise AssertionError("unreachable")
 
     @staticmethod
     def _failure(job: _Job, error: Exception) -> Any:
