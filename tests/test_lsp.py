@@ -395,6 +395,130 @@ async def test_notebook_cells_are_one_program(client: LanguageClient, workspace:
     assert await next_diagnostics(client, cell_uris["setup"]) == []
 
 
+def open_notebook(client: LanguageClient, notebook_uri: str, cells: dict[str, tuple[str, str]]) -> None:
+    """Open a notebook of ``cells``: cell uri -> (language id, text); "markdown" cells are markup."""
+    client.notebook_document_did_open(
+        types.DidOpenNotebookDocumentParams(
+            notebook_document=types.NotebookDocument(
+                uri=notebook_uri,
+                notebook_type="jupyter-notebook",
+                version=1,
+                cells=[
+                    types.NotebookCell(
+                        kind=types.NotebookCellKind.Markup if language == "markdown" else types.NotebookCellKind.Code,
+                        document=uri,
+                    )
+                    for uri, (language, _) in cells.items()
+                ],
+            ),
+            cell_text_documents=[
+                types.TextDocumentItem(uri, language, 1, text) for uri, (language, text) in cells.items()
+            ],
+        )
+    )
+
+
+@lsp
+async def test_vscode_notebook_cells_added_edited_and_removed(client: LanguageClient, workspace: Path):
+    # VS Code names cells with the vscode-notebook-cell scheme and an escaped fragment.
+    path = workspace / "vscode.ipynb"
+    notebook_uri = path.as_uri()
+    cell = {name: f"vscode-notebook-cell:{path}#{tag}" for name, tag in [("setup", "W0sZmlsZQ%3D%3D"), ("step", "W1sZmlsZQ%3D%3D"), ("more", "W2sZmlsZQ%3D%3D")]}
+    open_notebook(
+        client, notebook_uri,
+        {cell["setup"]: ("python", "import torch\nw = torch.randn(3, requires_grad=True)\n"), cell["step"]: ("python", "lr = 0.1\n")},
+    )
+    assert await next_diagnostics(client, cell["step"]) == []
+
+    # A cell is added after the others (a structure change), with a mistake that needs the first cell's `w`.
+    forget(client, *cell.values())
+    added = "for _ in range(2):\n    w -= lr * w.grad\n"
+    client.notebook_document_did_change(
+        types.DidChangeNotebookDocumentParams(
+            notebook_document=types.VersionedNotebookDocumentIdentifier(version=2, uri=notebook_uri),
+            change=types.NotebookDocumentChangeEvent(
+                cells=types.NotebookDocumentCellChanges(
+                    structure=types.NotebookDocumentCellChangeStructure(
+                        array=types.NotebookCellArrayChange(
+                            start=2, delete_count=0,
+                            cells=[types.NotebookCell(kind=types.NotebookCellKind.Code, document=cell["more"])],
+                        ),
+                        did_open=[types.TextDocumentItem(cell["more"], "python", 1, added)],
+                    )
+                )
+            ),
+        )
+    )
+    (diagnostic,) = await next_diagnostics(client, cell["more"])
+    assert diagnostic.code == "TL002" and diagnostic.range.start == types.Position(1, 4)
+
+    # An incremental edit of that cell (VS Code sends ranges), then the cell that defines `w` removed.
+    forget(client, *cell.values())
+    client.notebook_document_did_change(
+        types.DidChangeNotebookDocumentParams(
+            notebook_document=types.VersionedNotebookDocumentIdentifier(version=3, uri=notebook_uri),
+            change=types.NotebookDocumentChangeEvent(
+                cells=types.NotebookDocumentCellChanges(
+                    text_content=[
+                        types.NotebookDocumentCellContentChanges(
+                            document=types.VersionedTextDocumentIdentifier(version=2, uri=cell["more"]),
+                            changes=[
+                                types.TextDocumentContentChangePartial(
+                                    range=types.Range(types.Position(0, 0), types.Position(0, 0)), text="# train\n"
+                                )
+                            ],
+                        )
+                    ]
+                )
+            ),
+        )
+    )
+    (moved,) = await next_diagnostics(client, cell["more"])
+    assert moved.range.start == types.Position(2, 4)
+    forget(client, *cell.values())
+    client.notebook_document_did_change(
+        types.DidChangeNotebookDocumentParams(
+            notebook_document=types.VersionedNotebookDocumentIdentifier(version=4, uri=notebook_uri),
+            change=types.NotebookDocumentChangeEvent(
+                cells=types.NotebookDocumentCellChanges(
+                    structure=types.NotebookDocumentCellChangeStructure(
+                        array=types.NotebookCellArrayChange(start=0, delete_count=1),
+                        did_close=[types.TextDocumentIdentifier(cell["setup"])],
+                    )
+                )
+            ),
+        )
+    )
+    assert await next_diagnostics(client, cell["more"]) == []  # `w` is no longer known to require grad
+    assert await next_diagnostics(client, cell["setup"]) == []  # the removed cell's diagnostics are cleared
+
+
+@lsp
+async def test_jupyterlab_lsp_virtual_document(client: LanguageClient, workspace: Path):
+    # jupyterlab-lsp sends a notebook as one Python text document under .virtual_documents/,
+    # named like the notebook: the code cells joined by blank lines, IPython syntax replaced by calls.
+    cells = [
+        'import torch\nget_ipython().run_line_magic("time", " w = torch.randn(3, requires_grad=True)")\nw = torch.randn(3, requires_grad=True)',
+        'get_ipython().getoutput("nvidia-smi")\nlr = 0.1',
+        'get_ipython().run_cell_magic("capture", "", """print(1)\n""")',
+        "w -= lr * w.grad",
+    ]
+    text = "\n\n\n".join(cells) + "\n"
+    path = workspace / ".virtual_documents" / "train.ipynb"
+    line = text.splitlines().index("w -= lr * w.grad")
+    (diagnostic,) = await open_file(client, path, text)
+    assert diagnostic.code == "TL002" and diagnostic.range.start == types.Position(line, 0)
+    hover = await client.text_document_hover_async(
+        types.HoverParams(types.TextDocumentIdentifier(path.as_uri()), types.Position(line, 3))
+    )
+    assert hover is not None and "TL002" in str(hover.contents)
+    actions = await actions_for(client, path.as_uri(), diagnostic.range)
+    fixed = apply(text, await edits_of(client, action_titled(actions, "Fix TL002"), path.as_uri()))
+    assert fixed.splitlines()[line] == "w.data.sub_(lr * w.grad)"
+    # jupyterlab-lsp sends the whole text on every change.
+    assert await change_file(client, path.as_uri(), 2, fixed) == []
+
+
 # ---------------------------------------------------------------- configuration
 @lsp
 async def test_pyproject_config_is_used_and_reloaded(client: LanguageClient, workspace: Path):

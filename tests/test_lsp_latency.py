@@ -248,6 +248,17 @@ async def test_a_thousand_lines_have_their_diagnostics_soon_after_the_last_chang
     assert statistics.median(latencies) < DIAGNOSTICS_BOUND, milliseconds(latencies)
 
 
+@lsp
+async def test_a_stale_lint_is_never_published(client: LanguageClient, workspace: Path):
+    text = module_of(3000)  # its lint takes longer than the 0.1 s before the change
+    uri = open_document(client, workspace / "stale.py", text)
+    await asyncio.sleep(0.1)
+    change_document(client, uri, 2, "# changed\n" + text)
+    await published(client, uri, 2)
+    assert [p.version for _, p in client.arrivals if p.uri == uri] == [2]  # type: ignore[attr-defined]
+    assert client.diagnostics[uri][0].range.start.line == text.count("\n", 0, _first_finding()) + 1
+
+
 # ---------------------------------------------------------------- measuring a server by hand
 async def measure(root: Path) -> None:
     for pull in (False, True):
