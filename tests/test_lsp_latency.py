@@ -134,6 +134,25 @@ def change_document(client: LanguageClient, uri: str, version: int, text: str) -
     )
 
 
+def worker_pids(server_pid: int) -> list[int]:
+    """The server's lint worker processes (read from /proc)."""
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            parent = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            command = (entry / "cmdline").read_bytes()
+        except (OSError, IndexError, ValueError):
+            continue
+        if parent == server_pid and b"torchlint.lsp.worker" in command:
+            pids.append(int(entry.name))
+    return pids
+
+
+HAS_PROC = Path("/proc/self/stat").exists()
+
+
 # ---------------------------------------------------------------- scenarios
 @dataclass
 class Timings:
@@ -257,6 +276,22 @@ async def test_a_stale_lint_is_never_published(client: LanguageClient, workspace
     await published(client, uri, 2)
     assert [p.version for _, p in client.arrivals if p.uri == uri] == [2]  # type: ignore[attr-defined]
     assert client.diagnostics[uri][0].range.start.line == text.count("\n", 0, _first_finding()) + 1
+
+
+@lsp
+@pytest.mark.skipif(not HAS_PROC, reason="reads the process table from /proc")
+async def test_a_long_stale_lint_is_cancelled(client: LanguageClient, workspace: Path):
+    # A first lint of a big text tells the server how fast lints go.
+    await published(client, open_document(client, workspace / "measure.py", module_of(1000)), 1)
+    (before,) = worker_pids(client._server.pid)  # type: ignore[union-attr]
+    text = module_of(6000)
+    uri = open_document(client, workspace / "long.py", text)
+    await asyncio.sleep(0.2)
+    change_document(client, uri, 2, "# changed\n" + text)
+    await published(client, uri, 2)
+    assert [p.version for _, p in client.arrivals if p.uri == uri] == [2]  # type: ignore[attr-defined]
+    (after,) = worker_pids(client._server.pid)  # type: ignore[union-attr]
+    assert after != before  # the worker linting the old text was killed, and replaced
 
 
 # ---------------------------------------------------------------- measuring a server by hand

@@ -20,6 +20,7 @@ from lsprotocol import types  # noqa: E402
 from pytest_lsp import ClientServerConfig, LanguageClient  # noqa: E402
 from test_lsp_latency import (  # noqa: E402
     DIAGNOSTICS_BOUND,
+    HAS_PROC,
     MISTAKE,
     SERVER,
     change_document,
@@ -29,6 +30,7 @@ from test_lsp_latency import (  # noqa: E402
     open_document,
     published,
     pulled_after_changes,
+    worker_pids,
 )
 
 lsp = pytest.mark.asyncio(loop_scope="module")
@@ -162,30 +164,14 @@ async def test_pulled_diagnostics_come_soon_after_the_last_change(client: Langua
     assert statistics.median(latencies) < DIAGNOSTICS_BOUND, milliseconds(latencies)
 
 
-def _worker_pids(server_pid: int) -> list[int]:
-    """The server's lint worker processes (read from /proc)."""
-    pids = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            parent = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
-            command = (entry / "cmdline").read_bytes()
-        except (OSError, IndexError, ValueError):
-            continue
-        if parent == server_pid and b"torchlint.lsp.worker" in command:
-            pids.append(int(entry.name))
-    return pids
-
-
 @lsp
-@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads the process table from /proc")
+@pytest.mark.skipif(not HAS_PROC, reason="reads the process table from /proc")
 async def test_a_killed_worker_is_replaced(client: LanguageClient, workspace: Path):
-    (worker,) = _worker_pids(client._server.pid)  # type: ignore[union-attr]
+    (worker,) = worker_pids(client._server.pid)  # type: ignore[union-attr]
     os.kill(worker, signal.SIGKILL)
     uri = open_document(client, workspace / "after_crash.py", MISTAKE)
     report = await pull(client, uri)
     assert isinstance(report, types.RelatedFullDocumentDiagnosticReport)
     assert [d.code for d in report.items] == ["TL002"]
-    (replacement,) = _worker_pids(client._server.pid)  # type: ignore[union-attr]
+    (replacement,) = worker_pids(client._server.pid)  # type: ignore[union-attr]
     assert replacement != worker

@@ -25,7 +25,7 @@ from typing import Any, BinaryIO
 from torchlint.lsp.program import Analysis, CellEdits, Outcome, Program, action_edits, analyse
 from torchlint.rule import Rule, RuleOptions
 
-LINT, EDITS, FORGET = "lint", "edits", "forget"
+LINT, EDITS, FORGET, PING = "lint", "edits", "forget", "ping"
 HEADER = 4  # bytes of the length prefix
 
 # The last analysis of each target, by the target's key (its uri).
@@ -52,7 +52,11 @@ def forget(key: str) -> None:
     analyses.pop(key, None)
 
 
-HANDLERS: dict[str, Callable[..., Any]] = {LINT: lint, EDITS: edits, FORGET: forget}
+def ping() -> None:
+    """Answered once the worker is ready: the server measures how long a worker takes to start."""
+
+
+HANDLERS: dict[str, Callable[..., Any]] = {LINT: lint, EDITS: edits, FORGET: forget, PING: ping}
 
 
 def encode(message: object) -> bytes:
