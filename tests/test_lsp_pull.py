@@ -2,6 +2,7 @@
 
 Such a client is not also sent the text documents' diagnostics (no duplicates);
 notebook cells are still sent theirs, since clients pull for text documents only.
+This client also cannot resolve code actions: they come with their edits.
 """
 
 from __future__ import annotations
@@ -53,7 +54,7 @@ def make_pulling_client() -> LanguageClient:
 
 @pytest_lsp.fixture(scope="module", config=ClientServerConfig(server_command=SERVER, client_factory=make_pulling_client))
 async def client(lsp_client: LanguageClient, workspace: Path):
-    result = await initialize(lsp_client, workspace, pull=True)
+    result = await initialize(lsp_client, workspace, pull=True, resolves=False)
     lsp_client.server_capabilities = result.capabilities  # type: ignore[attr-defined]
     yield
     await lsp_client.shutdown_session()
@@ -97,6 +98,23 @@ async def test_diagnostics_are_pulled_not_pushed(client: LanguageClient, workspa
     fixed = await pull(client, uri)
     assert isinstance(fixed, types.RelatedFullDocumentDiagnosticReport) and not fixed.items
     assert published_for(client, uri) == []
+
+
+@lsp
+async def test_code_actions_come_with_their_edits(client: LanguageClient, workspace: Path):
+    uri = open_document(client, workspace / "eager.py", MISTAKE)
+    (diagnostic,) = (await pull(client, uri)).items  # type: ignore[union-attr]
+    actions = await client.text_document_code_action_async(
+        types.CodeActionParams(types.TextDocumentIdentifier(uri), diagnostic.range, types.CodeActionContext(diagnostics=[]))
+    )
+    assert actions is not None
+    by_title = {action.title.split(":")[0]: action for action in actions if isinstance(action, types.CodeAction)}
+    assert set(by_title) == {"Fix TL002", "Disable TL002 for this line", "Fix all torchlint findings"}
+    for action in by_title.values():
+        assert action.data is None and action.edit is not None and action.edit.changes is not None
+    (fix,) = by_title["Fix TL002"].edit.changes[uri]  # type: ignore[union-attr, index]
+    line = MISTAKE.splitlines()[4]
+    assert line[: fix.range.start.character] + fix.new_text + line[fix.range.end.character :] == "w.data.sub_(lr * w.grad)"
 
 
 @lsp

@@ -8,8 +8,9 @@ process, fed one request at a time from two queues.
   finishes, and the server drops its result.
 - Edits of code actions: answered before any waiting lint (the user is waiting).
 
-If the worker dies (a crash in the parser, the system killing it), the request
-it was running fails with an internal error and the next one starts a new worker.
+If the worker dies (a crash in the parser, the system killing it), a new one is
+started and the request sent again, once: a request that kills two workers fails
+with an internal error (a diagnostic saying so), and the server keeps serving.
 """
 
 from __future__ import annotations

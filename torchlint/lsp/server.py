@@ -69,9 +69,9 @@ class Linted:
 
 @dataclass
 class Pending:
-    """A lint started for a target's text; ``done`` resolves when its result was handled."""
+    """The newest lint asked for a target; ``done`` resolves when its result was handled."""
 
-    program: Program
+    request: Lint
     done: asyncio.Future[None]
 
 
@@ -173,11 +173,11 @@ class TorchlintServer(LanguageServer):
                 self.show(target, linted)  # saved unchanged: the diagnostics stand
                 return _done()
             pending = self.pending.get(target)
-            if pending is not None and pending.program.cells == program.cells and not pending.done.done():
+            if pending is not None and pending.request.program.cells == program.cells and not pending.done.done():
                 return pending.done
-            result = self.linter.lint(target, self.lint_request(target, program))
-            done = asyncio.ensure_future(self._receive(target, result))
-            self.pending[target] = Pending(program, done)
+            request = self.lint_request(target, program)
+            done = asyncio.ensure_future(self._receive(target, self.linter.lint(target, request)))
+            self.pending[target] = Pending(request, done)
             return done
         except Exception:  # noqa: BLE001
             self.log_error(f"torchlint: {traceback.format_exc()}")
@@ -188,7 +188,9 @@ class TorchlintServer(LanguageServer):
             request, analysis = await result
         except asyncio.CancelledError:  # the target was closed
             return
-        current = self.program_of(target)
+        pending, current = self.pending.get(target), self.program_of(target)
+        if pending is None or pending.request is not request:
+            return  # linted with settings that changed since, or closed
         if current is None or current.cells != analysis.program.cells:
             return  # a newer text exists: never show a stale lint's diagnostics
         previous = self.linted.get(target)
