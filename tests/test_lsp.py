@@ -317,20 +317,45 @@ async def test_changes_are_debounced(client: LanguageClient, workspace: Path):
 
 
 # ---------------------------------------------------------------- notebooks
-def change_cell(client: LanguageClient, notebook_uri: str, version: int, cell_uri: str, text: str) -> None:
+def change_notebook(client: LanguageClient, notebook_uri: str, version: int, cells: types.NotebookDocumentCellChanges) -> None:
     client.notebook_document_did_change(
         types.DidChangeNotebookDocumentParams(
             notebook_document=types.VersionedNotebookDocumentIdentifier(version=version, uri=notebook_uri),
-            change=types.NotebookDocumentChangeEvent(
-                cells=types.NotebookDocumentCellChanges(
-                    text_content=[
-                        types.NotebookDocumentCellContentChanges(
-                            document=types.VersionedTextDocumentIdentifier(version=version, uri=cell_uri),
-                            changes=[types.TextDocumentContentChangeWholeDocument(text=text)],
-                        )
-                    ]
-                )
+            change=types.NotebookDocumentChangeEvent(cells=cells),
+        )
+    )
+
+
+def edit_cell(version: int, cell_uri: str, change: types.TextDocumentContentChangeEvent) -> types.NotebookDocumentCellChanges:
+    document = types.VersionedTextDocumentIdentifier(version=version, uri=cell_uri)
+    return types.NotebookDocumentCellChanges(
+        text_content=[types.NotebookDocumentCellContentChanges(document=document, changes=[change])]
+    )
+
+
+def change_cell(client: LanguageClient, notebook_uri: str, version: int, cell_uri: str, text: str) -> None:
+    change_notebook(client, notebook_uri, version, edit_cell(version, cell_uri, types.TextDocumentContentChangeWholeDocument(text=text)))
+
+
+def open_notebook(client: LanguageClient, notebook_uri: str, cells: dict[str, tuple[str, str]]) -> None:
+    """Open a notebook of ``cells``: cell uri -> (language id, text); "markdown" cells are markup."""
+    client.notebook_document_did_open(
+        types.DidOpenNotebookDocumentParams(
+            notebook_document=types.NotebookDocument(
+                uri=notebook_uri,
+                notebook_type="jupyter-notebook",
+                version=1,
+                cells=[
+                    types.NotebookCell(
+                        kind=types.NotebookCellKind.Markup if language == "markdown" else types.NotebookCellKind.Code,
+                        document=uri,
+                    )
+                    for uri, (language, _) in cells.items()
+                ],
             ),
+            cell_text_documents=[
+                types.TextDocumentItem(uri, language, 1, text) for uri, (language, text) in cells.items()
+            ],
         )
     )
 
@@ -344,22 +369,9 @@ async def test_notebook_cells_are_one_program(client: LanguageClient, workspace:
         "step": "%time x = 1\n!pip list\nfor _ in range(3):\n    w -= 0.1 * w.grad\n",
     }
     cell_uris = {name: f"{notebook_uri}#{name}" for name in cells}
-    kinds = {name: types.NotebookCellKind.Code for name in cells} | {"notes": types.NotebookCellKind.Markup}
     forget(client, *cell_uris.values())
-    client.notebook_document_did_open(
-        types.DidOpenNotebookDocumentParams(
-            notebook_document=types.NotebookDocument(
-                uri=notebook_uri,
-                notebook_type="jupyter-notebook",
-                version=1,
-                cells=[types.NotebookCell(kind=kinds[name], document=cell_uris[name]) for name in cells],
-            ),
-            cell_text_documents=[
-                types.TextDocumentItem(cell_uris[name], "markdown" if name == "notes" else "python", 1, text)
-                for name, text in cells.items()
-            ],
-        )
-    )
+    languages = {"setup": "python", "notes": "markdown", "step": "python"}
+    open_notebook(client, notebook_uri, {cell_uris[name]: (languages[name], text) for name, text in cells.items()})
     (diagnostic,) = await next_diagnostics(client, cell_uris["step"])
     assert await next_diagnostics(client, cell_uris["setup"]) == []
     assert cell_uris["notes"] not in client.diagnostics
@@ -395,29 +407,6 @@ async def test_notebook_cells_are_one_program(client: LanguageClient, workspace:
     assert await next_diagnostics(client, cell_uris["setup"]) == []
 
 
-def open_notebook(client: LanguageClient, notebook_uri: str, cells: dict[str, tuple[str, str]]) -> None:
-    """Open a notebook of ``cells``: cell uri -> (language id, text); "markdown" cells are markup."""
-    client.notebook_document_did_open(
-        types.DidOpenNotebookDocumentParams(
-            notebook_document=types.NotebookDocument(
-                uri=notebook_uri,
-                notebook_type="jupyter-notebook",
-                version=1,
-                cells=[
-                    types.NotebookCell(
-                        kind=types.NotebookCellKind.Markup if language == "markdown" else types.NotebookCellKind.Code,
-                        document=uri,
-                    )
-                    for uri, (language, _) in cells.items()
-                ],
-            ),
-            cell_text_documents=[
-                types.TextDocumentItem(uri, language, 1, text) for uri, (language, text) in cells.items()
-            ],
-        )
-    )
-
-
 @lsp
 async def test_vscode_notebook_cells_added_edited_and_removed(client: LanguageClient, workspace: Path):
     # VS Code names cells with the vscode-notebook-cell scheme and an escaped fragment.
@@ -433,62 +422,27 @@ async def test_vscode_notebook_cells_added_edited_and_removed(client: LanguageCl
     # A cell is added after the others (a structure change), with a mistake that needs the first cell's `w`.
     forget(client, *cell.values())
     added = "for _ in range(2):\n    w -= lr * w.grad\n"
-    client.notebook_document_did_change(
-        types.DidChangeNotebookDocumentParams(
-            notebook_document=types.VersionedNotebookDocumentIdentifier(version=2, uri=notebook_uri),
-            change=types.NotebookDocumentChangeEvent(
-                cells=types.NotebookDocumentCellChanges(
-                    structure=types.NotebookDocumentCellChangeStructure(
-                        array=types.NotebookCellArrayChange(
-                            start=2, delete_count=0,
-                            cells=[types.NotebookCell(kind=types.NotebookCellKind.Code, document=cell["more"])],
-                        ),
-                        did_open=[types.TextDocumentItem(cell["more"], "python", 1, added)],
-                    )
-                )
-            ),
-        )
+    new_cell = types.NotebookCell(kind=types.NotebookCellKind.Code, document=cell["more"])
+    structure = types.NotebookDocumentCellChangeStructure(
+        array=types.NotebookCellArrayChange(start=2, delete_count=0, cells=[new_cell]),
+        did_open=[types.TextDocumentItem(cell["more"], "python", 1, added)],
     )
+    change_notebook(client, notebook_uri, 2, types.NotebookDocumentCellChanges(structure=structure))
     (diagnostic,) = await next_diagnostics(client, cell["more"])
     assert diagnostic.code == "TL002" and diagnostic.range.start == types.Position(1, 4)
 
     # An incremental edit of that cell (VS Code sends ranges), then the cell that defines `w` removed.
     forget(client, *cell.values())
-    client.notebook_document_did_change(
-        types.DidChangeNotebookDocumentParams(
-            notebook_document=types.VersionedNotebookDocumentIdentifier(version=3, uri=notebook_uri),
-            change=types.NotebookDocumentChangeEvent(
-                cells=types.NotebookDocumentCellChanges(
-                    text_content=[
-                        types.NotebookDocumentCellContentChanges(
-                            document=types.VersionedTextDocumentIdentifier(version=2, uri=cell["more"]),
-                            changes=[
-                                types.TextDocumentContentChangePartial(
-                                    range=types.Range(types.Position(0, 0), types.Position(0, 0)), text="# train\n"
-                                )
-                            ],
-                        )
-                    ]
-                )
-            ),
-        )
-    )
+    top = types.Range(types.Position(0, 0), types.Position(0, 0))
+    change_notebook(client, notebook_uri, 3, edit_cell(2, cell["more"], types.TextDocumentContentChangePartial(range=top, text="# train\n")))
     (moved,) = await next_diagnostics(client, cell["more"])
     assert moved.range.start == types.Position(2, 4)
     forget(client, *cell.values())
-    client.notebook_document_did_change(
-        types.DidChangeNotebookDocumentParams(
-            notebook_document=types.VersionedNotebookDocumentIdentifier(version=4, uri=notebook_uri),
-            change=types.NotebookDocumentChangeEvent(
-                cells=types.NotebookDocumentCellChanges(
-                    structure=types.NotebookDocumentCellChangeStructure(
-                        array=types.NotebookCellArrayChange(start=0, delete_count=1),
-                        did_close=[types.TextDocumentIdentifier(cell["setup"])],
-                    )
-                )
-            ),
-        )
+    structure = types.NotebookDocumentCellChangeStructure(
+        array=types.NotebookCellArrayChange(start=0, delete_count=1),
+        did_close=[types.TextDocumentIdentifier(cell["setup"])],
     )
+    change_notebook(client, notebook_uri, 4, types.NotebookDocumentCellChanges(structure=structure))
     assert await next_diagnostics(client, cell["more"]) == []  # `w` is no longer known to require grad
     assert await next_diagnostics(client, cell["setup"]) == []  # the removed cell's diagnostics are cleared
 

@@ -32,8 +32,11 @@ from pytest_lsp.client import DEFAULT_CLIENT_FEATURES, register_lsp_features  # 
 lsp = pytest.mark.asyncio(loop_scope="module")
 SERVER = [sys.executable, "-m", "torchlint", "server"]
 TIMEOUT = 60.0
-# Asserted bounds: the targets (50 ms, 300 ms) with room for a loaded CI machine.
-REQUEST_BOUND = 0.25
+# Asserted bounds, with room for a loaded 2-core CI machine: the median request meets the
+# 50 ms target, the slowest is under REQUEST_BOUND; the median change has its diagnostics
+# within DIAGNOSTICS_BOUND, or twice the engine's own time for the text when that is more.
+REQUEST_TARGET = 0.05
+REQUEST_BOUND = 0.5
 DIAGNOSTICS_BOUND = 1.0
 
 MISTAKE = "import torch\n\nw = torch.randn(3, requires_grad=True)\nlr = 0.1\nw -= lr * w.grad\n"
@@ -243,6 +246,24 @@ def milliseconds(values: list[float]) -> str:
     return f"median {statistics.median(values) * 1000:.0f} ms, max {max(values) * 1000:.0f} ms ({len(values)} changes)"
 
 
+def lint_seconds(lines: int) -> float:
+    """The engine's own time for ``module_of(lines)``, in this process: the floor under any latency."""
+    from torchlint.lsp.program import Program, analyse
+    from torchlint.rule import RuleOptions
+    from torchlint.settings import Settings, resolve_rules
+
+    rules, text = resolve_rules(Settings()), module_of(lines)
+    started = time.perf_counter()
+    analyse(Program.of_file("file:///floor.py", text), rules, RuleOptions())
+    return time.perf_counter() - started
+
+
+def check_latencies(what: str, latencies: list[float], lines: int = 1000) -> None:
+    floor = lint_seconds(lines)
+    print(f"\n{what}: {milliseconds(latencies)}; the engine alone: {floor * 1000:.0f} ms")
+    assert statistics.median(latencies) < max(DIAGNOSTICS_BOUND, 2 * floor), milliseconds(latencies)
+
+
 # ---------------------------------------------------------------- tests
 @pytest.fixture(scope="module")
 def workspace(tmp_path_factory: pytest.TempPathFactory) -> Path:
@@ -260,15 +281,14 @@ async def client(lsp_client: LanguageClient, workspace: Path):
 async def test_hover_and_code_actions_are_answered_while_a_big_module_is_linted(client: LanguageClient, workspace: Path):
     timings = await requests_while_linting(client, workspace)
     print(f"\n6,000-line lint in progress: {timings.summary()}")
-    assert len(timings.hover) >= 3, timings.summary()  # the lint takes about a second: several rounds fit
-    assert max(timings.hover) < REQUEST_BOUND and max(timings.code_action) < REQUEST_BOUND, timings.summary()
+    assert len(timings.hover) >= 3, timings.summary()  # the lint takes over a second: several rounds fit
+    for latencies in (timings.hover, timings.code_action):
+        assert statistics.median(latencies) < REQUEST_TARGET and max(latencies) < REQUEST_BOUND, timings.summary()
 
 
 @lsp
 async def test_a_thousand_lines_have_their_diagnostics_soon_after_the_last_change(client: LanguageClient, workspace: Path):
-    latencies = await diagnostics_after_changes(client, workspace)
-    print(f"\n1,000-line document, change to published diagnostics: {milliseconds(latencies)}")
-    assert statistics.median(latencies) < DIAGNOSTICS_BOUND, milliseconds(latencies)
+    check_latencies("1,000-line document, change to published diagnostics", await diagnostics_after_changes(client, workspace))
 
 
 @lsp
@@ -299,18 +319,6 @@ async def test_a_long_stale_lint_is_cancelled(client: LanguageClient, workspace:
 
 
 # ---------------------------------------------------------------- measuring a server by hand
-def lint_seconds(lines: int) -> float:
-    """The engine's own time for ``module_of(lines)``, in this process: the floor under any latency."""
-    from torchlint.lsp.program import Program, analyse
-    from torchlint.rule import RuleOptions
-    from torchlint.settings import Settings, resolve_rules
-
-    rules, text = resolve_rules(Settings()), module_of(lines)
-    started = time.perf_counter()
-    analyse(Program.of_file("file:///floor.py", text), rules, RuleOptions())
-    return time.perf_counter() - started
-
-
 async def measure(root: Path) -> None:
     print(f"in-process lint: 1,000 lines {lint_seconds(1000):.2f} s, 6,000 lines {lint_seconds(6000):.2f} s")
     for pull in (False, True):
