@@ -122,7 +122,10 @@ class Outcome:
 
 
 def analyse(program: Program, rules: Sequence[type[Rule]], options: RuleOptions) -> Analysis:
-    """Lint a program; never raises (a crash in a rule becomes an internal error)."""
+    """Lint a program; never raises (a crash in a rule becomes an internal error).
+
+    The language server's one way into the engine's lint (its worker process calls
+    it): repoint this function, and the server follows."""
     try:
         result = lint_source(program.source, rules, options)
     except SourceError as error:
