@@ -33,10 +33,12 @@ lsp = pytest.mark.asyncio(loop_scope="module")
 SERVER = [sys.executable, "-m", "torchlint", "server"]
 TIMEOUT = 60.0
 # Asserted bounds, with room for a loaded 2-core CI machine: the median request meets the
-# 50 ms target, the slowest is under REQUEST_BOUND; the median change has its diagnostics
-# within DIAGNOSTICS_BOUND, or twice the engine's own time for the text when that is more.
+# 50 ms target, nine in ten are answered within REQUEST_BOUND and all within SLOWEST_REQUEST
+# (the server this replaces answered after the whole lint: over a second); the median change
+# has its diagnostics within DIAGNOSTICS_BOUND, or twice the engine's own time for the text.
 REQUEST_TARGET = 0.05
-REQUEST_BOUND = 0.5
+REQUEST_BOUND = 0.25
+SLOWEST_REQUEST = 1.0
 DIAGNOSTICS_BOUND = 1.0
 
 MISTAKE = "import torch\n\nw = torch.randn(3, requires_grad=True)\nlr = 0.1\nw -= lr * w.grad\n"
@@ -169,7 +171,13 @@ class Timings:
 
     def summary(self) -> str:
         def describe(values: list[float]) -> str:
-            return f"{len(values)} answered, median {statistics.median(values) * 1000:.0f} ms, max {max(values) * 1000:.0f} ms"
+            if len(values) < 2:
+                return f"{len(values)} answered, in {max(values) * 1000:.0f} ms"
+            ninth_decile = statistics.quantiles(values, n=10)[-1]
+            return (
+                f"{len(values)} answered, median {statistics.median(values) * 1000:.0f} ms, "
+                f"90% within {ninth_decile * 1000:.0f} ms, max {max(values) * 1000:.0f} ms"
+            )
 
         return f"hover: {describe(self.hover)}; code action: {describe(self.code_action)}; lint {self.lint_seconds:.2f} s"
 
@@ -283,7 +291,9 @@ async def test_hover_and_code_actions_are_answered_while_a_big_module_is_linted(
     print(f"\n6,000-line lint in progress: {timings.summary()}")
     assert len(timings.hover) >= 3, timings.summary()  # the lint takes over a second: several rounds fit
     for latencies in (timings.hover, timings.code_action):
-        assert statistics.median(latencies) < REQUEST_TARGET and max(latencies) < REQUEST_BOUND, timings.summary()
+        ninth_decile = statistics.quantiles(latencies, n=10)[-1]
+        assert statistics.median(latencies) < REQUEST_TARGET, timings.summary()
+        assert ninth_decile < REQUEST_BOUND and max(latencies) < SLOWEST_REQUEST, timings.summary()
 
 
 @lsp

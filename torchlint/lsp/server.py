@@ -62,7 +62,7 @@ class Linted:
     _texts: CellTexts | None = field(default=None, repr=False)
 
     def texts(self, units: UnitCounter) -> CellTexts:
-        if self._texts is None or self._texts.units is not units:
+        if self._texts is None or self._texts.units != units:  # bound methods: equal, not identical
             self._texts = CellTexts(self.analysis, units)
         return self._texts
 
