@@ -409,6 +409,20 @@ def tl008_manual_sgd_no_zeroing() -> str:
     return f"manual SGD without zeroing, losses {losses}"
 
 
+@reduction
+def tl008_model_zero_grad_not_input() -> str:
+    model = nn.Linear(3, 2)
+    x = torch.rand(1, 3).requires_grad_()
+    norms = []
+    for _ in range(3):
+        model.zero_grad()
+        model(x)[0, 1].backward()
+        norms.append(round(float(x.grad.norm()), 3))
+        with torch.no_grad():
+            x += 0.0 * x.grad  # the update leaves x's values, only the grad is measured
+    return f"model.zero_grad() in the loop, input leaf never zeroed: x.grad norm {norms} (grows linearly)"
+
+
 # TL009 -----------------------------------------------------------------------------------------
 @reduction
 def tl009_history() -> str:
