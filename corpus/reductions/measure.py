@@ -372,6 +372,30 @@ def tl007_gan_step_between() -> str:
 
 
 @reduction
+def tl007_gan_d_step_then_g_backward() -> str:
+    """The 2017 GAN tutorial shape: one forward, D's backward(retain_graph) and step, then G's backward."""
+    torch.manual_seed(0)
+    g = nn.Sequential(nn.Linear(5, 16), nn.ReLU(), nn.Linear(16, 15))
+    d = nn.Sequential(nn.Linear(15, 16), nn.ReLU(), nn.Linear(16, 1), nn.Sigmoid())
+    opt_d, opt_g = torch.optim.Adam(d.parameters()), torch.optim.Adam(g.parameters())
+
+    def body() -> str:
+        paintings = g(torch.randn(4, 5))
+        prob0, prob1 = d(torch.rand(4, 15)), d(paintings)
+        d_loss = -torch.mean(torch.log(prob0) + torch.log(1.0 - prob1))
+        g_loss = torch.mean(torch.log(1.0 - prob1))
+        opt_d.zero_grad()
+        d_loss.backward(retain_graph=True)
+        opt_d.step()
+        opt_g.zero_grad()
+        g_loss.backward()
+        opt_g.step()
+        return "ran"
+    kwarg = _outcome(lambda: torch.zeros(1, requires_grad=True).sum().backward(retain_variables=True))
+    return f"{_outcome(body)[:110]}; the old kwarg: backward(retain_variables=True) -> {kwarg[:70]}"
+
+
+@reduction
 def tl007_data_silent() -> str:
     x = torch.tensor([-1.0, 0.0, 2.0], requires_grad=True)
     y = x.sigmoid()
