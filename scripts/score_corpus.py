@@ -28,10 +28,11 @@ import os
 import subprocess
 import sys
 import tokenize
-import tomllib
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
+
+import tomllib
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_CASES = ROOT / "corpus" / "dev"

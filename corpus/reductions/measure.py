@@ -15,8 +15,8 @@ from collections.abc import Callable
 
 import numpy as np
 import torch
-import torch.nn as nn
 import torch.nn.functional as F
+from torch import nn
 from torch.autograd import Variable
 
 REDUCTIONS: dict[str, Callable[[], str]] = {}
@@ -159,7 +159,7 @@ def tl002_index_write() -> str:
 @reduction
 def tl002_method_inplace() -> str:
     w = torch.rand(3, requires_grad=True)
-    return " / ".join(_outcome(lambda m=m: getattr(w, m)(*a) and "ran")
+    return " / ".join(_outcome(lambda m=m, a=a: (getattr(w, m)(*a), "ran")[1])
                       for m, a in (("clamp_", (0, 1)), ("zero_", ()), ("add_", (1.0,)), ("copy_", (torch.ones(3),))))
 
 
