@@ -98,6 +98,9 @@ class _CallCounter(cst.CSTVisitor):
             self.counts[name] = self.counts.get(name, 0) + 1  # type: ignore[arg-type]
 
 
+# Tags of a gradient (``p.grad``) and of a value computed from one (``lr * p.grad``).
+GRADIENT_TAGS = frozenset({"grad", "from-grad"})
+
 # What a parameter may be bound to from its call sites: facts a rule can act on.
 _CALL_SITE_KINDS = frozenset({Kind.LEAF, Kind.NONLEAF, Kind.PLAIN, Kind.MODULE, Kind.OPTIMIZER})
 
@@ -245,7 +248,7 @@ class Analyzer(cst.CSTVisitor):
 
     def _is_gradient_value(self, node: cst.BaseExpression) -> bool:
         value = self.value_of(node)
-        if "grad" in value.tags:
+        if GRADIENT_TAGS & value.tags:
             return True
         origin = value.origin
         return isinstance(origin, cst.Attribute) and origin is not node and through_grad(origin)
@@ -489,6 +492,14 @@ class Analyzer(cst.CSTVisitor):
 
     def _derived(self, inputs: Sequence[Value], node: cst.CSTNode) -> Value:
         """Result of a differentiable op on ``inputs``."""
+        result = self._derived_kind(inputs, node)
+        if result.kind is not Kind.NONLEAF and any(GRADIENT_TAGS & value.tags for value in inputs):
+            # `lr * w.grad`: a step computed from a gradient (what a manual update applies).
+            return Value(result.kind if result.kind is not Kind.UNKNOWN else Kind.PLAIN, node,
+                         tags=result.tags | {"from-grad"})
+        return result
+
+    def _derived_kind(self, inputs: Sequence[Value], node: cst.CSTNode) -> Value:
         if any(value.requires_grad for value in inputs):
             if self.grad_mode.statically_disabled:
                 return Value(Kind.PLAIN, node, tags=frozenset({"detached"}))
