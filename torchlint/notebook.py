@@ -479,6 +479,7 @@ def fix_notebook(
         remaining = lint_source(fixed.program, selected, settings.rule_options).findings
     report.findings = [fixed.to_cells(finding) for finding in remaining]
     report.fixed = len(result.applied)
+    report.fixed_codes = [finding.code for finding in result.applied]
     report.source = new_text
     report.cells = {cell.number: cell.text for cell in fixed.cells}
     report.diff = _cell_diffs(path, notebook, fixed)

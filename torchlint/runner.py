@@ -125,6 +125,7 @@ def fix_file(
         return report
     report.findings = result.remaining
     report.fixed = len(result.applied)
+    report.fixed_codes = [finding.code for finding in result.applied]
     report.source = result.source
     if result.source != source.text:
         report.diff = "".join(
