@@ -80,7 +80,7 @@ def test_selectors_are_checked_without_importing_rules() -> None:
         "print(sorted(m for m in sys.modules if m == 'libcst' or m.startswith('torchlint.rules.')))\n"
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert result.stdout.splitlines() == ["unknown rule selector 'TL9' (see `torchlint --list-rules`)", "[]"]
+    assert result.stdout.splitlines() == ["unknown rule selector 'TL9' (did you mean 'TL009'? see `torchlint --list-rules`)", "[]"]
 
 
 def test_rule_codes_are_the_rule_modules_names() -> None:

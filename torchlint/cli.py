@@ -278,9 +278,13 @@ def _lint_once(args: argparse.Namespace, settings: Settings | None = None) -> in
     except KeyboardInterrupt:  # files are written atomically: each is unchanged or fully fixed
         print("torchlint: interrupted", file=sys.stderr)
         return 130
-    except OSError as error:
-        print(f"torchlint: error: cannot write {args.output_file}: {error.strerror or error}", file=sys.stderr)
+    except _OutputFileError as error:
+        print(f"torchlint: error: cannot write {args.output_file}: {error}", file=sys.stderr)
         return EXIT_ERROR
+
+
+class _OutputFileError(Exception):
+    pass
 
 
 @contextmanager
@@ -290,8 +294,12 @@ def _output(args: argparse.Namespace) -> Iterator[TextIO]:
         yield sys.stdout
         return
     path = Path(args.output_file)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "w", encoding="utf-8", newline="") as handle:
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        handle = open(path, "w", encoding="utf-8", newline="")
+    except OSError as error:
+        raise _OutputFileError(error.strerror or str(error)) from None
+    with handle:
         yield handle
 
 
@@ -435,6 +443,7 @@ def _check_text(name: str, text: str, rules: list, settings: Settings, *, fix: b
         if fix:
             result = fix_source(text, selected, settings.rule_options, unsafe=settings.unsafe_fixes)
             report.findings, report.fixed, report.source = result.remaining, len(result.applied), result.source
+            report.fixed_codes = [finding.code for finding in result.applied]
             if result.source != text:
                 report.diff = "".join(difflib.unified_diff(
                     text.splitlines(keepends=True), result.source.splitlines(keepends=True), fromfile=name, tofile=name))
@@ -501,10 +510,11 @@ def _summarize(args: argparse.Namespace, reports: list[FileReport], errors: int,
     if args.diff:
         lines, stream = diff_summary(reports, mode), sys.stderr
     elif args.fix:
-        lines, stream = fix_summary(reports, mode), out
+        lines, stream = fix_summary(reports, mode, errors), out
     else:
-        lines, stream = check_summary(reports, mode), out
-    shows_summary = args.diff or args.fix_only or args.statistics or args.format in FORMATS_WITH_SUMMARY
+        lines, stream = check_summary(reports, mode, errors), out
+    shows_summary = args.diff or args.fix_only or args.format in FORMATS_WITH_SUMMARY or (
+        args.statistics and args.format != "json")
     if not (args.quiet or args.silent) and shows_summary:
         stream.write("".join(line + "\n" for line in lines))
     if errors and not args.silent:

@@ -153,7 +153,7 @@ def show_settings(args: argparse.Namespace, settings: Settings) -> int:
     config = Path(settings.project_root, "pyproject.toml") if settings.project_root else None
     print(f"# configuration: {config if config and config.is_file() else 'none (defaults)'}")
     for field in dataclasses.fields(settings):
-        if field.name in ("extra",):
+        if field.name in ("extra", "fix_edits"):  # internal
             continue
         value = getattr(settings, field.name)
         value = value.value if hasattr(value, "value") else value

@@ -34,11 +34,11 @@ def _unsafe_hint(unsafe: int, option: str = "`--fix --unsafe-fixes`") -> str:
     return f"{plural(unsafe, 'unsafe fix', 'es')} available with {option}"
 
 
-def check_summary(reports: Sequence[FileReport], mode: Mode) -> list[str]:
-    """The summary lines of a run without --fix."""
+def check_summary(reports: Sequence[FileReport], mode: Mode, errors: int = 0) -> list[str]:
+    """The summary lines of a run without --fix (``errors``: files that could not be checked)."""
     findings = [f for r in reports for f in r.findings]
     if not findings:
-        return [] if any(r.error for r in reports) else ["All checks passed!"]
+        return [] if errors else ["All checks passed!"]
     lines = [f"Found {plural(len(findings), 'error')}."]
     safe, unsafe = _fixable(findings, mode.unsafe_fixes)
     if safe:
@@ -56,7 +56,7 @@ def _reason(finding: Finding, unsafe_fixes: bool) -> str:
     return "its fix could not be applied (it overlaps another fix, or breaks the code)"
 
 
-def fix_summary(reports: Sequence[FileReport], mode: Mode) -> list[str]:
+def fix_summary(reports: Sequence[FileReport], mode: Mode, errors: int = 0) -> list[str]:
     """After --fix: per file and rule what was fixed, what is left and why, then the totals."""
     from torchlint.rulebook import rule_index
 
@@ -84,7 +84,7 @@ def fix_summary(reports: Sequence[FileReport], mode: Mode) -> list[str]:
         lines.append(f"Found {plural(fixed + len(remaining), 'error')} ({fixed} fixed, {len(remaining)} remaining).")
     elif fixed:
         lines.append(f"Found {plural(fixed, 'error')} ({fixed} fixed, 0 remaining).")
-    elif not any(r.error for r in reports):
+    elif not errors:
         lines.append("All checks passed!")
     return lines
 
