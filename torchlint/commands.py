@@ -181,7 +181,7 @@ def verify(rules: Sequence | None) -> int:
     except ImportError:
         print(
             "torchlint: --verify runs every rule's examples with real torch, which is not installed.\n"
-            "Install it with: pip install 'torchlint[verify]'  (or pip install torch)",
+            "Install it with: pip install torch  (or, in a clone of torchlint: pip install '.[verify]')",
             file=sys.stderr,
         )
         return EXIT_ERROR
