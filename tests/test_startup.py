@@ -43,7 +43,12 @@ def _notebook(source: str) -> str:
     return json.dumps({"cells": [cell], "metadata": {}, "nbformat": 4, "nbformat_minor": 5})
 
 
-@pytest.mark.parametrize("options", [(), ("--format", "json"), ("--statistics",)], ids=["flake8", "json", "statistics"])
+@pytest.mark.parametrize(
+    "options",
+    [(), ("--format", "json"), ("--statistics",), ("--output-format", "sarif"), ("--output-format", "gitlab"),
+     ("--output-format", "junit"), ("--output-format", "rdjson")],
+    ids=["flake8", "json", "statistics", "sarif", "gitlab", "junit", "rdjson"],
+)
 def test_a_warm_run_imports_no_libcst_and_no_rule(tmp_path: Path, options: tuple[str, ...]) -> None:
     (tmp_path / "train.py").write_text(BAD)
     (tmp_path / "clean.py").write_text("import torch\nx = torch.ones(2)\n")

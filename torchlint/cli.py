@@ -503,12 +503,12 @@ def _add_noqa_to_file(path: str, rules: list, settings: Settings) -> tuple[int, 
 
 def _summarize(args: argparse.Namespace, reports: list[FileReport], errors: int, out: TextIO,
                settings: Settings) -> int:
-    """Print the run's summary (ruff's: on stdout, after the findings of a text format; what
-    --diff would do on stderr) and return the exit code."""
+    """Print the run's summary (as ruff does: on stdout, after the findings of a text format
+    or the diff) and return the exit code."""
     mode = Mode(fix=args.fix, diff=args.diff, fix_only=args.fix_only, unsafe_fixes=settings.unsafe_fixes)
     would_change = any(report.diff for report in reports)
     if args.diff:
-        lines, stream = diff_summary(reports, mode), sys.stderr
+        lines, stream = diff_summary(reports, mode), out
     elif args.fix:
         lines, stream = fix_summary(reports, mode, errors), out
     else:

@@ -79,7 +79,9 @@ def fix_summary(reports: Sequence[FileReport], mode: Mode, errors: int = 0) -> l
                 counts = Counter((f.code, f.name, _reason(f, mode.unsafe_fixes)) for f in report.findings)
                 lines += [f"    {count} × {code} ({name}): {reason}" for (code, name, reason), count in sorted(counts.items())]
     if mode.fix_only:
-        lines.append(f"Fixed {plural(fixed, 'error')}." if fixed else "No errors fixed.")
+        _, unsafe = _fixable(remaining, mode.unsafe_fixes)
+        hint = f" ({plural(unsafe, 'additional fix', 'es')} available with `--unsafe-fixes`)" if unsafe else ""
+        lines.append(f"Fixed {plural(fixed, 'error')}{hint}." if fixed else f"No errors fixed{hint}.")
     elif remaining:
         lines.append(f"Found {plural(fixed + len(remaining), 'error')} ({fixed} fixed, {len(remaining)} remaining).")
     elif fixed:
@@ -93,8 +95,8 @@ def diff_summary(reports: Sequence[FileReport], mode: Mode) -> list[str]:
     """After --diff: what --fix would do (ruff's wording)."""
     would = sum(r.fixed for r in reports if r.diff)
     _, unsafe = _fixable([f for r in reports for f in r.findings], mode.unsafe_fixes)
-    hint = f" ({plural(unsafe, 'additional fix', 'es')} available with `--unsafe-fixes`)" if unsafe else ""
-    files = sum(1 for r in reports if r.diff)
-    if files:
-        return [f"Would fix {plural(would, 'error')} in {plural(files, 'file')}{hint}."]
+    if would:
+        hint = f" ({plural(unsafe, 'additional fix', 'es')} available with `--unsafe-fixes`)" if unsafe else ""
+        return [f"Would fix {plural(would, 'error')}{hint}."]
+    hint = f" ({plural(unsafe, 'fix', 'es')} available with `--unsafe-fixes`)" if unsafe else ""
     return [f"No errors would be fixed{hint}."]
