@@ -249,6 +249,10 @@ def check(args: argparse.Namespace) -> int:
     if args.verify:
         return commands.verify(resolve_rules(settings) if args.select or args.extend_select else None)
     if _reads_stdin(args):
+        if args.force_exclude and args.stdin_filename and _excluded(args.stdin_filename, settings):
+            if args.fix:  # an editor replaces the buffer with stdout: give it back unchanged
+                sys.stdout.buffer.write(sys.stdin.buffer.read())
+            return EXIT_CLEAN
         return _lint_stdin(args, settings, resolve_rules(settings))
     if STDIN in (args.paths or []):
         print("torchlint: error: `-` (stdin) cannot be combined with other paths", file=sys.stderr)
@@ -309,6 +313,13 @@ def _discover(args: argparse.Namespace, settings: Settings):
                     force_exclude=args.force_exclude)
 
 
+def _excluded(path: str, settings: Settings) -> bool:
+    from torchlint.files import is_excluded_path
+
+    root = Path(settings.project_root) if settings.project_root else Path.cwd()
+    return is_excluded_path(Path(path), root, settings.all_excludes)
+
+
 def _print_error(path: str, error: str) -> None:
     # "3:5: syntax error ..." and "cell 2:3:5: ..." are positions: flake8-style path:line:col.
     positioned = error[:1].isdigit() or error.startswith("cell ")
@@ -330,7 +341,9 @@ def _lint(args: argparse.Namespace, settings: Settings, out: TextIO) -> int:
     if not paths and not errors and not args.silent:
         print(NO_FILES_WARNING, file=sys.stderr)
     if args.verbose:
-        _verbose(f"configuration: {_config_file(settings) or 'none (defaults)'}")
+        from torchlint.commands import config_file
+
+        _verbose(f"configuration: {config_file(args, settings) or 'none (defaults)'}")
         _verbose(f"{len(paths)} file{'s' * (len(paths) != 1)} to check")
     # Cached results, then the rest in parallel; reports in path order (torchlint/parallel.py).
     # Rules None: the settings' rules, resolved only if some file is not in the cache.
@@ -354,12 +367,6 @@ def _lint(args: argparse.Namespace, settings: Settings, out: TextIO) -> int:
 
 def _verbose(message: str) -> None:
     print(f"torchlint: {message}", file=sys.stderr)
-
-
-def _config_file(settings: Settings) -> str | None:
-    if settings.project_root is None:
-        return None
-    return str(Path(settings.project_root) / "pyproject.toml")
 
 
 def _suggest_command(path: str) -> None:

@@ -53,7 +53,7 @@ def rule(argv: Sequence[str]) -> int:
     if codes[0] not in index:
         return _unknown_rule(args.code)
     if args.format == "json":
-        entries = [rule_as_json(code) for code in codes]
+        entries = [rule_as_json(code) | {"explanation": _page(code).text} for code in codes]
         print(json.dumps(entries if args.all else entries[0], indent=2, ensure_ascii=False))
     else:
         print("\n\n".join(_page(code).text.rstrip() for code in codes))
@@ -68,16 +68,15 @@ def _page(code: str):
     return page
 
 
-def rule_as_json(code: str, *, explanation: bool = True) -> dict[str, Any]:
-    """A rule as ``torchlint rule --output-format json`` (and ``--list-rules``) prints it."""
-    from torchlint.rulebook import rule_index, rule_url
+def rule_as_json(code: str) -> dict[str, Any]:
+    """A rule as ``--list-rules --output-format json`` prints it (``torchlint rule`` adds its page)."""
+    from torchlint.rulebook import rule_url
+    from torchlint.rules import rule_by_code
 
-    meta = rule_index()[code]
-    entry: dict[str, Any] = {"code": meta.code, "name": meta.name, "summary": meta.summary, "default": meta.default,
-                             "fix": meta.fix, "url": rule_url(code)}
-    if explanation:
-        entry["explanation"] = _page(code).text
-    return entry
+    found = rule_by_code(code)
+    assert found is not None, code
+    return {"code": found.code, "name": found.name, "summary": found.summary, "default": found.default,
+            "fix": found.fix_safety.value if found.fix_safety else "none", "url": rule_url(code)}
 
 
 def explain(code: str) -> int:
@@ -89,7 +88,7 @@ def list_rules(*, as_json: bool = False) -> int:
     from torchlint.rules import all_rules
 
     if as_json:
-        print(json.dumps([rule_as_json(r.code, explanation=False) | {"summary": r.summary} for r in all_rules()], indent=2))
+        print(json.dumps([rule_as_json(r.code) for r in all_rules()], indent=2, ensure_ascii=False))
         return EXIT_CLEAN
     for found in all_rules():
         default = "on " if found.default else "off"
@@ -146,12 +145,21 @@ def _caches_under(top: Path) -> Iterable[Path]:
 
 
 # ---------------------------------------------------------------- --show-settings, --show-files
+def config_file(args: argparse.Namespace, settings: Settings) -> str | None:
+    """The configuration file the settings were read from (None: the defaults)."""
+    if args.isolated:
+        return None
+    if args.config:
+        return str(Path(args.config).absolute())
+    found = Path(settings.project_root, "pyproject.toml") if settings.project_root else None
+    return str(found) if found is not None and found.is_file() else None
+
+
 def show_settings(args: argparse.Namespace, settings: Settings) -> int:
     """The settings in effect, as TOML-like ``key = value`` lines, and the rules they enable."""
     from torchlint.settings import resolve_rules
 
-    config = Path(settings.project_root, "pyproject.toml") if settings.project_root else None
-    print(f"# configuration: {config if config and config.is_file() else 'none (defaults)'}")
+    print(f"# configuration: {config_file(args, settings) or 'none (defaults)'}")
     for field in dataclasses.fields(settings):
         if field.name in ("extra", "fix_edits"):  # internal
             continue

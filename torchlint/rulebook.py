@@ -15,8 +15,6 @@ from pathlib import Path
 from torchlint.rule import Rule
 
 _BLOCK = re.compile(r"^```python[ \t]+(?P<tag>[\w-]+)[ \t]*\n(?P<body>.*?)^```[ \t]*$", re.MULTILINE | re.DOTALL)
-# "**Default:** on · **Fix:** safe", the line under every page's title.
-_STATUS = re.compile(r"^\*\*Default:\*\*\s*(?P<default>on|off)\b.*?\*\*Fix:\*\*\s*(?P<fix>\w+)", re.MULTILINE)
 
 
 @dataclass(frozen=True)
@@ -64,9 +62,9 @@ def page_for(rule: type[Rule] | str) -> RulePage | None:
 # ---------------------------------------------------------------- cheap metadata
 @dataclass(frozen=True)
 class RuleMeta:
-    """What output formats and ``torchlint rule`` need to name a rule, read from the rule
-    book without importing any rule (or libcst): code and name from the page's file
-    name, default and fix safety from its status line, the summary from its first paragraph."""
+    """What output formats need to name a rule, read from the rule book without importing
+    any rule (or libcst): code and name from the page's file name, the summary from the
+    page's first paragraph."""
 
     code: str
     name: str
@@ -74,15 +72,7 @@ class RuleMeta:
 
     @property
     def summary(self) -> str:
-        return _head(self.path)[2]
-
-    @property
-    def default(self) -> bool:
-        return _head(self.path)[0]
-
-    @property
-    def fix(self) -> str:
-        return _head(self.path)[1]
+        return _summary(self.path)
 
 
 @cache
@@ -96,15 +86,13 @@ def rule_index() -> dict[str, RuleMeta]:
 
 
 @cache
-def _head(path: Path) -> tuple[bool, str, str]:
-    """(default on, fix safety, summary) from the top of a page: only its first lines are read."""
+def _summary(path: Path) -> str:
+    """The page's first paragraph after the title and the status line (only its top is read)."""
     with open(path, encoding="utf-8") as handle:
         head = handle.read(2048)
-    status = _STATUS.search(head)
     paragraphs = [p.strip() for p in head.split("\n\n")]
     summary = next((p for p in paragraphs[1:] if p and not p.startswith(("#", "**"))), "")
-    return (status is None or status.group("default") == "on", status.group("fix") if status else "none",
-            " ".join(summary.split()))
+    return " ".join(summary.split())
 
 
 def rule_url(code: str, base: str | None = None) -> str | None:
