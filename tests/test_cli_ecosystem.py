@@ -286,6 +286,14 @@ def test_force_exclude_applies_excludes_to_named_files(project: Path) -> None:
     assert (project / "legacy" / "deep" / "old.py").read_text() == BAD
 
 
+def test_force_exclude_applies_to_the_stdin_filename(project: Path) -> None:
+    (project / "pyproject.toml").write_text(CONFIG + "extend-exclude = ['legacy']\n")
+    excluded = torchlint("--force-exclude", "--fix", "--stdin-filename", "legacy/x.py", "-", cwd=project, stdin=BAD)
+    assert (excluded.returncode, excluded.stdout) == (0, BAD)  # the editor's buffer comes back unchanged
+    linted = torchlint("--force-exclude", "--fix", "--stdin-filename", "src/x.py", "-", cwd=project, stdin=BAD)
+    assert (linted.returncode, linted.stdout) == (0, FIXED)
+
+
 # ---------------------------------------------------------------- --watch
 def _read_until(process: subprocess.Popen, text: str, seen: list[str], timeout: float = 60) -> None:
     deadline = time.monotonic() + timeout

@@ -237,10 +237,8 @@ def check(args: argparse.Namespace) -> int:
         return commands.explain(args.explain)
     if args.list_rules:
         return commands.list_rules(as_json=args.format == "json")
-    try:
-        settings = settings_from_args(args)
-    except SettingsError as error:
-        print(f"torchlint: error: {error}", file=sys.stderr)
+    settings = _settings(args)
+    if settings is None:
         return EXIT_ERROR
     if args.show_settings:
         return commands.show_settings(args, settings)
@@ -268,14 +266,20 @@ def check(args: argparse.Namespace) -> int:
     return _lint_once(args, settings)
 
 
+def _settings(args: argparse.Namespace) -> Settings | None:
+    """The settings, or None after saying on stderr what is wrong with them."""
+    try:
+        return settings_from_args(args)
+    except SettingsError as error:
+        print(f"torchlint: error: {error}", file=sys.stderr)
+        return None
+
+
 def _lint_once(args: argparse.Namespace, settings: Settings | None = None) -> int:
     """One lint (or fix) run, its report and summary; the settings are read again when not given."""
+    settings = settings or _settings(args)
     if settings is None:
-        try:
-            settings = settings_from_args(args)
-        except SettingsError as error:
-            print(f"torchlint: error: {error}", file=sys.stderr)
-            return EXIT_ERROR
+        return EXIT_ERROR
     try:
         with _output(args) as out:
             return _lint(args, settings, out)
