@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from conftest import BAD, FIXED, ROOT
+from test_e2e import _git, _snapshot_of_the_hook_repository
 from torchlint.rules import rule_codes
 from torchlint.settings import Settings, resolve_rules
 
@@ -330,12 +331,6 @@ def test_watch_lints_again_when_a_file_changes(project: Path) -> None:
 
 
 # ---------------------------------------------------------------- pre-commit
-def _git(cwd: Path, *args: str) -> str:
-    result = subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@example.com", *args], cwd=cwd, check=True,
-                            capture_output=True, text=True)
-    return result.stdout.strip()
-
-
 def _readme_block(after: str, language: str = "yaml") -> str:
     readme = (ROOT / "README.md").read_text()
     return readme.split(after, 1)[1].split(f"```{language}\n", 1)[1].split("```", 1)[0]
@@ -381,16 +376,8 @@ def test_readme_local_hook_skips_excluded_files(tmp_path: Path) -> None:
 def test_readme_snippet_with_a_clone_and_a_commit_runs_both_hooks(tmp_path: Path) -> None:
     """The README's snippet, its `repo` a clone of this checkout and its `rev` a commit in it:
     pre-commit builds the hook environment from it; the excluded file is neither linted nor fixed."""
-    clone = tmp_path / "torchlint"
-    clone.mkdir()
-    for name in ("pyproject.toml", "README.md", ".pre-commit-hooks.yaml"):
-        shutil.copy2(ROOT / name, clone / name)
-    for directory in ("torchlint", "rules"):
-        shutil.copytree(ROOT / directory, clone / directory, ignore=shutil.ignore_patterns("__pycache__"))
-    _git(clone, "init", "-q")
-    _git(clone, "add", ".")
-    _git(clone, "commit", "-q", "-m", "snapshot")
-    sha = _git(clone, "rev-parse", "HEAD")
+    clone = _snapshot_of_the_hook_repository(tmp_path / "torchlint")
+    sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=clone, capture_output=True, text=True, check=True).stdout.strip()
     snippet = _readme_block("and a commit that exists in it:")
     config = re.sub(r"(repo: )\S+", rf"\g<1>{clone}", snippet, count=1)
     config = re.sub(r"(rev: )\S+", rf"\g<1>{sha}", config, count=1)

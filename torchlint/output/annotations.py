@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TextIO
 
-from torchlint.datatypes import FileReport
+from torchlint.datatypes import FileReport, Finding
 from torchlint.output.common import DEFAULT_OPTIONS, OutputOptions, findings_of, message_with_cell
 
 
@@ -18,18 +18,15 @@ def _escape_property(text: str) -> str:
     return _escape_data(text).replace(":", "%3A").replace(",", "%2C")
 
 
+def _place(report: FileReport, finding: Finding) -> tuple[str, int, int, int, int]:
+    return report.path, finding.line, finding.col, finding.end_line, finding.end_col
+
+
 def format_github(reports: Sequence[FileReport], out: TextIO, options: OutputOptions = DEFAULT_OPTIONS) -> None:
     """GitHub Actions workflow commands: ``::error file=...,line=...,col=...,title=CODE::message``."""
     for report, finding in findings_of(reports):
-        properties = {
-            "file": report.path,
-            "line": finding.line,
-            "col": finding.col,
-            "endLine": finding.end_line,
-            "endColumn": finding.end_col,
-            "title": finding.code,
-        }
-        encoded = ",".join(f"{key}={_escape_property(str(value))}" for key, value in properties.items())
+        properties = [*zip(("file", "line", "col", "endLine", "endColumn"), _place(report, finding)), ("title", finding.code)]
+        encoded = ",".join(f"{key}={_escape_property(str(value))}" for key, value in properties)
         out.write(f"::error {encoded}::{_escape_data(f'{finding.code} {message_with_cell(finding)}')}\n")
 
 
@@ -46,12 +43,7 @@ def _escape_azure_property(text: str) -> str:
 def format_azure(reports: Sequence[FileReport], out: TextIO, options: OutputOptions = DEFAULT_OPTIONS) -> None:
     """Azure Pipelines logging commands: ``##vso[task.logissue type=error;sourcepath=...;...]message``."""
     for report, finding in findings_of(reports):
-        properties = {
-            "type": "error",
-            "sourcepath": report.path,
-            "linenumber": finding.line,
-            "columnnumber": finding.col,
-            "code": finding.code,
-        }
-        encoded = "".join(f"{key}={_escape_azure_property(str(value))};" for key, value in properties.items())
+        place = zip(("sourcepath", "linenumber", "columnnumber"), _place(report, finding))
+        properties = [("type", "error"), *place, ("code", finding.code)]
+        encoded = "".join(f"{key}={_escape_azure_property(str(value))};" for key, value in properties)
         out.write(f"##vso[task.logissue {encoded}]{_escape_azure_data(message_with_cell(finding))}\n")
