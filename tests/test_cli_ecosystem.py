@@ -390,3 +390,18 @@ def test_readme_snippet_with_a_clone_and_a_commit_runs_both_hooks(tmp_path: Path
     assert "- hook id: torchlint-fix" in output and "files were modified by this hook" in output
     assert (user / "train.py").read_text() == FIXED
     assert (user / "legacy" / "old.py").read_text() == BAD and "legacy/old.py" not in output
+
+
+def test_readme_documents_every_command_option_and_format() -> None:
+    import argparse
+
+    from torchlint.cli import COMMANDS, build_parser
+    from torchlint.output import FORMATS
+
+    readme = (ROOT / "README.md").read_text()
+    options = [name for action in build_parser()._actions if action.help != argparse.SUPPRESS
+               for name in action.option_strings if name.startswith("--") and name != "--help"]
+    assert [name for name in options if f"`{name}" not in readme] == []
+    assert [name for name in COMMANDS if f"`torchlint {name}" not in readme] == []
+    assert [name for name in FORMATS if f"`{name}`" not in readme] == []
+    assert "github.com/torchlint" not in readme + (ROOT / "pyproject.toml").read_text()
