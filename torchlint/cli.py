@@ -21,12 +21,10 @@ from torchlint.datatypes import FileReport, FixStyle
 from torchlint.files import discover
 from torchlint.output import (
     DEFAULT_FORMAT, FORMATS, FORMATS_WITH_EDITS, FORMATS_WITH_SOURCE, FORMATS_WITH_SUMMARY, OutputOptions,
-    format_statistics,
 )
 from torchlint.parallel import lint_files
 from torchlint.runner import is_notebook
 from torchlint.settings import Settings, SettingsError, resolve_rules, validate_selectors
-from torchlint.suggest import closest
 from torchlint.summary import Mode, check_summary, diff_summary, fix_summary
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
@@ -64,6 +62,8 @@ class Parser(argparse.ArgumentParser):
         self.exit(EXIT_ERROR, f"{self.prog}: error: {message}\n" + (f"\n  tip: {tip}\n" if tip else ""))
 
     def _tip(self, message: str) -> str | None:
+        from torchlint.suggest import closest
+
         unknown = re.search(r"unrecognized arguments: (.*)", message)
         if unknown:
             options = [name for name in self._option_string_actions if name.startswith("--")]
@@ -375,6 +375,8 @@ def _verbose(message: str) -> None:
 
 def _suggest_command(path: str) -> None:
     """`torchlint chek .`: the missing "file" was meant as a command."""
+    from torchlint.suggest import closest
+
     match = closest(path, COMMANDS) if "/" not in path and "." not in path else None
     if match:
         print(f"  tip: a similar command exists: '{match}' (torchlint {match} ...)", file=sys.stderr)
@@ -400,6 +402,8 @@ def _report(args: argparse.Namespace, settings: Settings, reports: list[FileRepo
     if args.silent:
         return
     if args.statistics:
+        from torchlint.output.text import format_statistics
+
         format_statistics(reports, out, as_json=args.format == "json")
     else:
         FORMATS[args.format](reports, out, output_options(args, settings))

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Iterable
 
 
 def closest(word: str, choices: Iterable[str], *, cutoff: float = 0.6) -> str | None:
     """The choice most like ``word`` (case-insensitive), or None when none is close."""
+    import difflib  # only when something was mistyped
+
     by_lower = {choice.lower(): choice for choice in choices}
     matches = difflib.get_close_matches(word.lower(), list(by_lower), n=1, cutoff=cutoff)
     return by_lower[matches[0]] if matches else None
