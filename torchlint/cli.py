@@ -520,7 +520,7 @@ def _summarize(args: argparse.Namespace, reports: list[FileReport], errors: int,
                settings: Settings) -> int:
     """Print the run's summary (as ruff does: on stdout, after the findings of a text format
     or the diff) and return the exit code."""
-    mode = Mode(fix=args.fix, diff=args.diff, fix_only=args.fix_only, unsafe_fixes=settings.unsafe_fixes)
+    mode = Mode(fix_only=args.fix_only, unsafe_fixes=settings.unsafe_fixes)
     would_change = any(report.diff for report in reports)
     if args.diff:
         lines, stream = diff_summary(reports, mode), out

@@ -17,9 +17,7 @@ def plural(count: int, word: str, suffix: str = "s") -> str:
 
 @dataclass(frozen=True)
 class Mode:
-    fix: bool = False  # --fix: files were fixed (or, with --diff, would be)
-    diff: bool = False
-    fix_only: bool = False
+    fix_only: bool = False  # --fix-only: what is left is not reported
     unsafe_fixes: bool = False  # unsafe fixes are applied by --fix
 
 
