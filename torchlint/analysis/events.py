@@ -47,7 +47,8 @@ class AutogradEvent:
     # BACKWARD/GRAD: the loss; STEP: the optimizer; ZERO_GRAD: what owns the gradients
     # (``opt``, ``model``, ``p``), or None when it cannot be told (``torch._foreach_zero_``).
     subject: cst.BaseExpression | None
-    # BACKWARD/GRAD: the literal value of ``retain_graph`` (None: not given or not a literal).
+    # BACKWARD/GRAD: whether the graph is kept, as literally spelled: ``retain_graph``, else
+    # ``create_graph`` (torch's default for retain_graph); None: neither given as a literal.
     retain_graph: bool | None = None
 
 
@@ -99,6 +100,14 @@ def _literal_bool_arg(call: cst.Call, keyword: str) -> bool | None:
     return None
 
 
+def _retains_graph(call: cst.Call) -> bool | None:
+    """``retain_graph=`` when given; otherwise torch keeps the graph iff ``create_graph=True``."""
+    for arg in call.args:
+        if arg.keyword is not None and arg.keyword.value == "retain_graph":
+            return _literal_bool_arg(call, "retain_graph")
+    return _literal_bool_arg(call, "create_graph")
+
+
 def _first_positional(call: cst.Call) -> cst.BaseExpression | None:
     for arg in call.args:
         if arg.keyword is None and not arg.star:
@@ -138,10 +147,10 @@ def event_of_call(ctx: Analyzer, call: cst.Call) -> AutogradEvent | None:
         qualified = ctx.qualify(func)
         if qualified in api.BACKWARD_FUNCTIONS:
             return AutogradEvent(EventKind.BACKWARD, call, _argument(call, "tensors"),
-                                 _literal_bool_arg(call, "retain_graph"))
+                                 _retains_graph(call))
         if qualified in api.GRAD_FUNCTIONS:
             return AutogradEvent(EventKind.GRAD, call, _argument(call, "outputs"),
-                                 _literal_bool_arg(call, "retain_graph"))
+                                 _retains_graph(call))
         if qualified in api.ZERO_GRAD_FUNCTIONS:
             return AutogradEvent(EventKind.ZERO_GRAD, call, None)
         if type(func) is cst.Name and func.value == "setattr" and _sets_grad_attribute(ctx, call):
@@ -152,15 +161,15 @@ def event_of_call(ctx: Analyzer, call: cst.Call) -> AutogradEvent | None:
         qualified = ctx.qualify(func)
         if qualified in api.BACKWARD_FUNCTIONS:
             return AutogradEvent(EventKind.BACKWARD, call, _argument(call, "tensors"),
-                                 _literal_bool_arg(call, "retain_graph"))
+                                 _retains_graph(call))
         return AutogradEvent(EventKind.BACKWARD, call, _backpropagated(ctx, call, func),
-                             _literal_bool_arg(call, "retain_graph"))
+                             _retains_graph(call))
     if method in api.DELEGATED_BACKWARD_METHODS:
         return AutogradEvent(EventKind.BACKWARD, call, _first_positional(call),
-                             _literal_bool_arg(call, "retain_graph"))
+                             _retains_graph(call))
     if method == "grad" and ctx.qualify(func) in api.GRAD_FUNCTIONS:
         return AutogradEvent(EventKind.GRAD, call, _argument(call, "outputs"),
-                             _literal_bool_arg(call, "retain_graph"))
+                             _retains_graph(call))
     if method.startswith("_foreach_zero") and ctx.qualify(func) in api.ZERO_GRAD_FUNCTIONS:
         return AutogradEvent(EventKind.ZERO_GRAD, call, None)
     if method in api.ZERO_GRAD_METHODS:

@@ -67,6 +67,7 @@ MODULE_SELF_METHODS = frozenset(
 # Methods whose result iterates over parameters (leaves that require grad).
 PARAMETER_ITERATORS = frozenset({"parameters"})
 NAMED_PARAMETER_ITERATORS = frozenset({"named_parameters"})
+PARAMETER_SOURCES = PARAMETER_ITERATORS | NAMED_PARAMETER_ITERATORS
 
 # Attribute names under which built-in nn modules keep their parameters.
 BUILTIN_PARAMETER_ATTRS = frozenset(
@@ -86,6 +87,8 @@ PARAMETERLESS_MODULES = frozenset(
         "PixelUnshuffle ZeroPad2d ConstantPad1d ConstantPad2d ReflectionPad2d ReplicationPad2d"
     ).split()
 )
+# Built-in containers: calling one runs its layers, which save their parameters for backward.
+CONTAINER_MODULES = frozenset({"torch.nn.Sequential", "torch.nn.ModuleList", "torch.nn.ModuleDict"})
 # torch.nn attributes that are not module classes.
 NN_NON_MODULES = frozenset(
     {"torch.nn.Parameter", "torch.nn.functional", "torch.nn.init", "torch.nn.utils", "torch.nn.Module",
