@@ -24,6 +24,7 @@ import libcst as cst
 from torchlint.analysis import events
 from torchlint.analysis import torch_api as api
 from torchlint.analysis.events import AutogradEvent
+from torchlint.analysis.uses import ValueFlow
 from torchlint.analysis.names import ImportTable, dotted_name, through_grad
 from torchlint.analysis.walk import NodeHooks, Walker, callback_methods, node_types_named, scan
 from torchlint.analysis.scopes import (
@@ -220,6 +221,15 @@ class Analyzer(cst.CSTVisitor):
     def grad_reset_event(self, target: cst.BaseExpression, value: cst.BaseExpression | None) -> AutogradEvent | None:
         """``p.grad = None`` (or a zero tensor) assigned at the current point."""
         return events.event_of_assignment(self, target, value)
+
+    def value_flow(self, region: cst.CSTNode) -> ValueFlow:
+        """Escape analysis over ``region`` (a function or the module): where a name's value goes
+        (``torchlint.analysis.uses``).  Built once per region and file."""
+        flows: dict[int, ValueFlow] = self.__dict__.setdefault("_value_flows", {})
+        flow = flows.get(id(region))
+        if flow is None or flow.region is not region:
+            flow = flows[id(region)] = ValueFlow(self, region)
+        return flow
 
     def is_grad_mode_context(self, node: cst.BaseExpression) -> bool:
         return self._mode_of_context(node) is not None

@@ -133,3 +133,33 @@ STEP_METHODS = frozenset({"step"})
 NON_OPTIMIZER_PREFIXES = ("torch.optim.lr_scheduler.", "torch.optim.swa_utils.")
 # Assigned to ``p.grad``, these reset it.
 ZERO_FACTORIES = frozenset({"torch.zeros_like", "torch.zeros"})
+
+# ---------------------------------------------------------------- where values go (analysis.uses)
+# What a use does with a tensor, for the escape analysis of accumulators and histories.
+# Attribute reads and methods that cut the graph (the result is a tensor without history).
+DETACHING_ATTRIBUTES = frozenset({"data"})
+DETACHING_METHODS = frozenset({"detach"})
+# Methods converting to numpy: M6 on a tensor that requires grad.
+NUMPY_METHODS = frozenset({"numpy"})
+# List methods that only add to / clear the receiver, and list/dict methods that read it
+# (they work on a list of numbers as well as on a list of tensors).
+LIST_MUTATORS = frozenset({"append", "extend", "insert", "clear", "remove"})
+LIST_METHODS = frozenset({"copy", "index", "count", "sort", "reverse", "pop", "keys", "values", "items", "get"})
+# Libraries that convert their arguments with numpy (``np.asarray``): M6 on a tensor, or on a
+# list of tensors, that requires grad (measured: np.array, np.mean, np.asarray).
+NUMPY_LIKE_PREFIXES = ("numpy.", "matplotlib.", "pandas.", "seaborn.", "scipy.")
+# Modules whose functions turn their arguments into numbers or text.
+NUMBER_MODULE_PREFIXES = ("math.", "json.", "statistics.", "logging.")
+# Builtins that make a number or text of their argument, or pass (part of) it on.
+NUMBER_BUILTINS = frozenset("print float int len str repr round format bool isinstance type id hash".split())
+PASS_THROUGH_BUILTINS = frozenset("sum list tuple max min sorted reversed abs enumerate zip iter next".split())
+# Methods that format their arguments into text (logging, TensorBoard, tqdm): a tensor that
+# requires grad is converted without error (TensorBoard detaches it first).
+FORMATTING_METHODS = frozenset(
+    "info debug warning warn error critical exception add_scalar add_scalars set_postfix set_postfix_str "
+    "set_description write".split()
+)
+# torch functions whose result has no graph (``torch.tensor([l1, l2])`` copies the values).
+GRAPH_CUTTING_FACTORIES = frozenset({"torch.tensor", "torch.Tensor", "torch.FloatTensor"})
+# torch functions that store their argument somewhere else.
+STORING_FUNCTIONS = frozenset({"torch.save"})
