@@ -23,6 +23,7 @@ from torchlint.analysis.scopes import CALLED_WITH_GRAD_BY_FRAMEWORK
 from torchlint.analysis.torch_api import (
     CONTAINER_MODULES,
     NON_MUTATING_UNDERSCORE,
+    OPTIMIZER_PREFIX,
     PARAMETER_SOURCES,
     PARAMETERLESS_MODULE_SUFFIXES,
     PARAMETERLESS_MODULES,
@@ -138,6 +139,7 @@ class SavedTensorInplace(Rule):
         # holds the model's parameters: an optimizer step over them changes them in place.
         self._model_calls: dict[object, list[tuple[str, cst.Call]]] = {}
         self._reported: set[int] = set()  # ids of nodes already reported
+        self._optimized: set[str] = set()  # models some torch.optim optimizer was built from
 
     # ------------------------------------------------------------ blocks
     def visit_Module(self, node: cst.Module) -> None:
@@ -419,6 +421,8 @@ class SavedTensorInplace(Rule):
         qualified = self.ctx.qualify(func)
         if qualified == "torch.nn.Sequential":
             self._check_sequential(node)
+        elif qualified is not None and qualified.startswith(OPTIMIZER_PREFIX):
+            self._optimized |= _models_of_optimizer(node)
         args = positional_args(node)
         module = self._module_of_call(node)  # (both checks below need it; asking is free of effects)
         if self._check_inplace_call(node, qualified, args, module):
@@ -579,7 +583,7 @@ class SavedTensorInplace(Rule):
         """``D(x)``: the graph it builds saves D's parameters (for the gradient of its input), unless
         it is a single built-in layer whose input needs no gradient, or has no parameters."""
         key = dotted_name(node.func)
-        if key is None or self.ctx.grad_mode.statically_disabled or self.ctx.qualify(node.func) is not None:
+        if key not in self._optimized or self.ctx.grad_mode.statically_disabled:
             return
         value = self.ctx.value_of(node.func)
         if value.kind not in (Kind.MODULE, Kind.UNKNOWN):
@@ -617,16 +621,8 @@ class SavedTensorInplace(Rule):
             self._changes.setdefault(self._scope, []).append(change)
 
     def _optimized_models(self, optimizer: cst.BaseExpression) -> set[str]:
-        """``{"D"}`` for an optimizer built as ``torch.optim.Adam(D.parameters(), ...)``."""
         origin = self.ctx.value_of(optimizer).origin
-        if not isinstance(origin, cst.Call):
-            return set()
-        return {
-            key
-            for call in calls_under(origin)
-            if type(call.func) is cst.Attribute and call.func.attr.value in PARAMETER_SOURCES
-            and (key := dotted_name(call.func.value)) is not None
-        }
+        return _models_of_optimizer(origin) if isinstance(origin, cst.Call) else set()
 
     # ------------------------------------------------------------ nn.Sequential
     def _check_sequential(self, node: cst.Call) -> None:
@@ -750,6 +746,16 @@ def _value_children(expr: cst.CSTNode) -> list[cst.CSTNode]:
     if isinstance(expr, (cst.StarredElement, cst.Await)):
         return [expr.value if isinstance(expr, cst.StarredElement) else expr.expression]
     return []
+
+
+def _models_of_optimizer(constructor: cst.Call) -> set[str]:
+    """``{"D"}`` for ``torch.optim.Adam(D.parameters(), ...)`` (also in lists, ``chain``, param groups)."""
+    return {
+        key
+        for call in calls_under(constructor)
+        if type(call.func) is cst.Attribute and call.func.attr.value in PARAMETER_SOURCES
+        and (key := dotted_name(call.func.value)) is not None
+    }
 
 
 def calls_under(node: cst.CSTNode) -> list[cst.Call]:
