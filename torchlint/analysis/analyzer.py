@@ -116,6 +116,7 @@ class Analyzer(cst.CSTVisitor):
         self._rules: list[Rule] = []
         self._hooks: _BoundHooks | None = None  # built on first use, see ``_hooks_by_type``
         self._walker: Walker | None = None
+        self._value_flows: dict[int, ValueFlow] = {}  # escape analysis per region, see ``value_flow``
 
     # ------------------------------------------------------------------ rules
     def attach(self, rules: Iterable[Rule]) -> None:
@@ -225,10 +226,9 @@ class Analyzer(cst.CSTVisitor):
     def value_flow(self, region: cst.CSTNode) -> ValueFlow:
         """Escape analysis over ``region`` (a function or the module): where a name's value goes
         (``torchlint.analysis.uses``).  Built once per region and file."""
-        flows: dict[int, ValueFlow] = self.__dict__.setdefault("_value_flows", {})
-        flow = flows.get(id(region))
+        flow = self._value_flows.get(id(region))
         if flow is None or flow.region is not region:
-            flow = flows[id(region)] = ValueFlow(self, region)
+            flow = self._value_flows[id(region)] = ValueFlow(self, region)
         return flow
 
     def is_grad_mode_context(self, node: cst.BaseExpression) -> bool:
