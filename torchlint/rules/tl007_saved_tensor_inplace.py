@@ -9,6 +9,13 @@ program order and forgotten at every ``backward()`` (unless it retains the graph
 A change is reported once a later ``backward()`` in the same function could
 reach it, or at once inside an ``nn.Module``'s ``forward`` (the framework runs
 backward after it).
+
+In-place modules and functionals (``nn.ReLU(inplace=True)``, ``F.relu_``) are in-place
+ops whose result *is* their input; what their in-place form saves is data too (the
+``[inplace]`` table).  An optimizer step changes the parameters of the models it was
+built from: model calls made before the step are pending changes that a later
+``backward()`` through them reports (the GAN mistake).  Backward and step events are
+the analysis's (``ctx.autograd_event``).
 """
 
 from __future__ import annotations
