@@ -314,13 +314,15 @@ class LossHistoryAccumulation(Rule):
 
 
 def _names_carried(expr: cst.BaseExpression) -> set[str]:
-    """Names whose graph ``expr`` certainly carries: ``loss``, ``loss * n``, ``-loss``, ``scaler.scale(loss)``."""
+    """Names whose graph ``expr`` certainly carries: ``loss``, ``loss * n``, ``-loss``, ``scaler.scale(loss)``;
+    of a quotient only the numerator (``loss / self.accum_steps``, ``x.item() / self.n``: the divisor
+    is a count, and a backward() through the quotient proves nothing about it)."""
     key = dotted_name(expr)
     if key is not None:
         return {key}
-    if isinstance(expr, cst.BinaryOperation) and isinstance(
-        expr.operator, (cst.Add, cst.Subtract, cst.Multiply, cst.Divide)
-    ):
+    if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, cst.Divide):
+        return _names_carried(expr.left)
+    if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, (cst.Add, cst.Subtract, cst.Multiply)):
         return _names_carried(expr.left) | _names_carried(expr.right)
     if isinstance(expr, cst.UnaryOperation) and isinstance(expr.operator, cst.Minus):
         return _names_carried(expr.expression)
