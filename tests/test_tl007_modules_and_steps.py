@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import textwrap
 import warnings
+from pathlib import Path
 
 import pytest
 
@@ -62,20 +63,11 @@ PROGRAMS = {
         False),
 }
 
-GAN_PRELUDE = """\
-import torch
-import torch.nn as nn
-torch.manual_seed(0)
-G = nn.Sequential(nn.Linear(2, 8), nn.ReLU(), nn.Linear(8, 2))
-D = nn.Sequential(nn.Linear(2, 8), nn.LeakyReLU(0.2), nn.Linear(8, 1))
-opt_G = torch.optim.Adam(G.parameters(), lr=1e-3)
-opt_D = torch.optim.Adam(D.parameters(), lr=1e-3)
-bce = nn.BCEWithLogitsLoss()
-real = torch.randn(16, 2)
-ones, zeros = torch.ones(16, 1), torch.zeros(16, 1)
-for step in range(2):
-    fake = G(torch.randn(16, 2))
-"""
+# G, D, their optimizers and data: the set-up of the fixture tests/fixtures/TL007/optimizer_step.py.
+_FIXTURE = Path(__file__).parent / "fixtures" / "TL007" / "optimizer_step.py"
+GAN_PRELUDE = _FIXTURE.read_text().split("for step in range(100):")[0] + (
+    "for step in range(2):\n    fake = G(torch.randn(16, 2))\n"
+)
 
 GANS = {
     "retain_graph_then_step": ("""\
