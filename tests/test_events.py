@@ -60,6 +60,8 @@ def events_of(source: str) -> list[tuple[str, str | None, bool | None]]:
     [
         ("loss.backward()", [("backward", "loss", None)]),
         ("loss.backward(retain_graph=True)", [("backward", "loss", True)]),
+        ("loss.backward(create_graph=True)", [("backward", "loss", True)]),
+        ("loss.backward(create_graph=True, retain_graph=False)", [("backward", "loss", False)]),
         ("torch.autograd.backward(loss)", [("backward", "loss", None)]),
         ("torch.autograd.backward(tensors=loss, retain_graph=False)", [("backward", "loss", False)]),
         ("scaler.scale(loss).backward()", [("backward", "loss", None)]),

@@ -24,6 +24,7 @@ import libcst as cst
 from torchlint.analysis import events, summaries
 from torchlint.analysis import torch_api as api
 from torchlint.analysis.events import AutogradEvent
+from torchlint.analysis.uses import ValueFlow
 from torchlint.analysis.names import ImportTable, dotted_name, through_grad
 from torchlint.analysis.walk import NodeHooks, Walker, callback_methods, node_types_named, scan
 from torchlint.analysis.scopes import (
@@ -156,6 +157,7 @@ class Analyzer(cst.CSTVisitor):
         self.summary_depth = 0
         self._summarising: FunctionInfo | None = None
         self._returns: list[Value] = []
+        self._value_flows: dict[int, ValueFlow] = {}  # escape analysis per region, see ``value_flow``
 
     # ------------------------------------------------------------------ rules
     def attach(self, rules: Iterable[Rule]) -> None:
@@ -275,6 +277,13 @@ class Analyzer(cst.CSTVisitor):
             if node is loop:
                 return all(type(inner) is cst.With for inner in self.compound[index + 1 :])
         return False
+    def value_flow(self, region: cst.CSTNode) -> ValueFlow:
+        """Escape analysis over ``region`` (a function or the module): where a name's value goes
+        (``torchlint.analysis.uses``).  Built once per region and file."""
+        flow = self._value_flows.get(id(region))
+        if flow is None or flow.region is not region:
+            flow = self._value_flows[id(region)] = ValueFlow(self, region)
+        return flow
 
     def is_grad_mode_context(self, node: cst.BaseExpression) -> bool:
         return self._mode_of_context(node) is not None

@@ -47,15 +47,17 @@ class AutogradEvent:
     # BACKWARD/GRAD: the loss; STEP: the optimizer; ZERO_GRAD: what owns the gradients
     # (``opt``, ``model``, ``p``), or None when it cannot be told (``torch._foreach_zero_``).
     subject: cst.BaseExpression | None
-    # BACKWARD/GRAD: the literal value of ``retain_graph`` (None: not given or not a literal).
+    # BACKWARD/GRAD: whether the graph is kept, as literally spelled: ``retain_graph``, else
+    # ``create_graph`` (torch's default for retain_graph); None: neither given as a literal.
     retain_graph: bool | None = None
     # BACKWARD/GRAD: the literal value of ``create_graph`` (it keeps the graph too).
     create_graph: bool | None = None
 
     @property
     def keeps_graph(self) -> bool:
-        """``retain_graph=True`` or ``create_graph=True``: the saved tensors stay alive."""
-        return bool(self.retain_graph or self.create_graph)
+        """The saved tensors stay alive (``retain_graph=True``, or ``create_graph=True``
+        without ``retain_graph=False``)."""
+        return bool(self.retain_graph)
 
 
 _OPTIMIZER_NAME = re.compile(r"^(opt[a-z]?\d*|optim\w*|optimi[sz]er\w*)$")
@@ -106,8 +108,17 @@ def _literal_bool_arg(call: cst.Call, keyword: str) -> bool | None:
     return None
 
 
+def _retains_graph(call: cst.Call) -> bool | None:
+    """``retain_graph=`` when given; otherwise torch keeps the graph iff ``create_graph=True``."""
+    for arg in call.args:
+        if arg.keyword is not None and arg.keyword.value == "retain_graph":
+            return _literal_bool_arg(call, "retain_graph")
+    return _literal_bool_arg(call, "create_graph")
+
+
 def _graph_flags(call: cst.Call) -> tuple[bool | None, bool | None]:
-    return _literal_bool_arg(call, "retain_graph"), _literal_bool_arg(call, "create_graph")
+    """(retain_graph as torch resolves it, create_graph), as literally spelled."""
+    return _retains_graph(call), _literal_bool_arg(call, "create_graph")
 
 
 def _first_positional(call: cst.Call) -> cst.BaseExpression | None:
