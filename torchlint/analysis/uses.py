@@ -189,11 +189,21 @@ class ValueFlow:
             seen.add(name)
             if len(seen) > max_names:
                 return None
+            if name in self._parameters():
+                # A parameter's value belongs to the caller, who sees every change made to it.
+                uses.append(Use(Sink.ESCAPES, self.region, needs, unknown))
             for reference in references(self.region, name):
                 if self._order.get(id(reference), 0) <= after:
                     continue  # an alias is followed from where it is bound on
                 uses.append(self._walk(reference, needs, unknown, todo))
         return uses
+
+    def _parameters(self) -> set[str]:
+        region = self.region
+        if not isinstance(region, cst.FunctionDef):
+            return set()
+        params = region.params
+        return {p.name.value for p in (*params.posonly_params, *params.params, *params.kwonly_params)}
 
     def _walk(self, use: cst.CSTNode, needs: bool, unknown: bool, todo: list) -> Use:
         child = use

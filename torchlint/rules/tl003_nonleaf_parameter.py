@@ -41,7 +41,7 @@ class NonleafParameter(Rule):
     # ---------------------------------------------------------- creation site
     def visit_Assign(self, node: cst.Assign) -> None:
         for target in node.targets:
-            self._forget_starting_value(target.target)
+            self._forget_starting_value(target.target, node.value)
             self._check_creation(target.target, node.value)
             name = dotted_name(target.target) or ""
             if "param" in name.rsplit(".", 1)[-1].lower():
@@ -54,14 +54,15 @@ class NonleafParameter(Rule):
             self._check_creation(node.target, node.value)
 
     def visit_AugAssign(self, node: cst.AugAssign) -> None:
-        self._forget_starting_value(node.target)
+        self._forget_starting_value(node.target, node.value)
 
-    def _forget_starting_value(self, target: cst.BaseExpression) -> None:
-        """A creation later rebound or changed in place was a starting value, not a trainable
-        leaf: ``loss = torch.tensor(0.0, requires_grad=True).to(dev)`` then ``loss = loss + l``
-        (seen in real code: YOLOLogic, RegionProposalGenerator)."""
+    def _forget_starting_value(self, target: cst.BaseExpression, value: cst.BaseExpression) -> None:
+        """A creation later rebound or changed in place, other than by a gradient update, was
+        a starting value, not a trainable leaf: ``loss = torch.tensor(0.0, requires_grad=True)
+        .to(dev)`` then ``loss = loss + l`` (seen in real code: YOLOLogic,
+        RegionProposalGenerator).  ``w -= lr * w.grad`` uses it as a leaf."""
         key = dotted_name(target)
-        if key is not None:
+        if key is not None and not self.ctx.mentions_gradient(value):
             self._unused_creations.pop(key, None)
 
     def _check_creation(self, target: cst.BaseExpression, value: cst.BaseExpression) -> None:
