@@ -17,8 +17,8 @@ import dataclasses
 import libcst as cst
 
 from torchlint import fixes
-from torchlint.analysis import FunctionInfo, Kind, TENSOR_KINDS, dotted_name, positional_args
-from torchlint.analysis.events import EventKind, last_name
+from torchlint.analysis import FunctionInfo, Kind, TENSOR_KINDS, Value, dotted_name, positional_args
+from torchlint.analysis.events import EventKind, is_optimizer, last_name
 from torchlint.analysis.names import through_grad
 from torchlint.analysis.torch_api import NON_MUTATING_UNDERSCORE
 from torchlint.analysis.walk import scan
@@ -41,6 +41,21 @@ _HARMLESS_METHODS = frozenset(
     "unscale_ scale update item append extend format write info debug warning add_scalar add_scalars "
     "set_postfix set_description log_dict clip_grad_norm_ clip_grad_value_ synchronize".split()
 )
+def _leaf_of(target: cst.BaseExpression) -> cst.BaseExpression:
+    """``w`` for ``w``, ``w.data``, ``w[0]``, ``w.data[:, 1]``."""
+    while isinstance(target, cst.Subscript):
+        target = target.value
+    if isinstance(target, cst.Attribute) and target.attr.value == "data":
+        target = target.value
+    return target
+
+
+def _outside_modules(value: Value) -> bool:
+    """A leaf made by the code itself (a factory, ``requires_grad_()``), not a parameter a module
+    or a caller holds: ``model.zero_grad()`` does not reset its gradient."""
+    return value.kind is Kind.LEAF and not value.tags & {"parameter", "param", "assumed-leaf", "from-call-sites"}
+
+
 def _root_name(expr: cst.BaseExpression) -> str | None:
     """``self`` for ``self.opt``, ``opts`` for ``opts[i]``; None for a call's result."""
     while True:
@@ -80,6 +95,8 @@ class _Update:
     with_closure: bool = False  # opt.step(closure): the closure must zero, not the loop
     # ids of the enclosing loops on whose every iteration the update runs (no `if` between).
     every_iteration_of: frozenset[int] = frozenset()
+    # Gradient owners that are no module's parameters (an input image made a leaf).
+    outside_modules: tuple[str, ...] = ()
 
 
 @dataclass
@@ -103,6 +120,7 @@ class _Facts:
     updates: list[_Update] = field(default_factory=list)
     zeroes: bool = False  # every gradient is reset (zero_grad(), or what is reset is unknown)
     zeroed: set[str] = field(default_factory=set)  # tensors whose own gradient is reset (`w.grad = None`)
+    zeroes_modules: bool = False  # `model.zero_grad()`: module parameters only, not other leaves
     helpers: list[FunctionInfo] = field(default_factory=list)
     opaque: list[_OpaqueCall] = field(default_factory=list)
     # Keys bound by assignment in the body, and names bound by loops nested in it.
@@ -188,8 +206,12 @@ class GradNotZeroed(Rule):
     def _record_zeroing(self, owner: cst.BaseExpression | None = None) -> None:
         """A gradient reset: of one tensor's (``w.grad = None``), or of all (``opt.zero_grad()``)."""
         key = dotted_name(owner) if owner is not None and self.ctx.value_of(owner).is_tensor else None
+        module = owner is not None and key is None and not is_optimizer(self.ctx, owner) and (
+            self.ctx.value_of(owner).kind in (Kind.MODULE, Kind.UNKNOWN))
         for facts in self._enclosing():
-            if key is None:
+            if module:
+                facts.zeroes_modules = True
+            elif key is None:
                 facts.zeroes = True
             else:
                 facts.zeroed.add(key)
@@ -257,7 +279,11 @@ class GradNotZeroed(Rule):
         line = self.ctx.statement
         owners = tuple(_grad_owners(line)) if line is not None else ()
         key = dotted_name(target)
-        self._record_update(_Update(None, key, _root_name(target), line, owners))
+        leaf = dotted_name(_leaf_of(target))
+        if not owners and leaf is not None:
+            owners = (leaf,)  # `x += step` with `step = lr * x.grad` computed before: its own gradient
+        outside = tuple(o for o in owners if _outside_modules(self.ctx.value_of_key(o)))
+        self._record_update(_Update(None, key, _root_name(target), line, owners, outside_modules=outside))
 
     def visit_Assign(self, node: cst.Assign) -> None:
         for target in node.targets:
@@ -391,6 +417,7 @@ class GradNotZeroed(Rule):
         facts = loop.facts
         backward, updates, zeroes = facts.backward, list(self._own_updates(loop)), facts.zeroes
         zeroed = set(facts.zeroed)
+        zeroes_modules = facts.zeroes_modules
         opaque = list(facts.opaque)
         for helper in self._helpers_of(facts):
             summary = self._functions.get(id(helper))
@@ -400,9 +427,12 @@ class GradNotZeroed(Rule):
             updates.extend(summary.updates_outside_loops)
             zeroes = zeroes or summary.zeroes
             zeroed |= summary.zeroed
+            zeroes_modules = zeroes_modules or summary.zeroes_modules
             opaque.extend(summary.opaque)
         if not backward or not updates or zeroes:
             return False
+        if zeroes_modules and not any(o not in zeroed for u in updates for o in u.outside_modules):
+            return False  # `model.zero_grad()` resets every updated parameter (as far as can be told)
         if zeroed and not self._unreset_owners(updates, zeroed):
             return False  # each manually updated tensor's gradient is reset (an optimizer's too, then)
         roots = {u.root for u in updates if u.root is not None}
