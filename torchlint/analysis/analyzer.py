@@ -24,6 +24,7 @@ import libcst as cst
 from torchlint.analysis import events
 from torchlint.analysis import torch_api as api
 from torchlint.analysis.events import AutogradEvent
+from torchlint.analysis.flow import Flow
 from torchlint.analysis.names import ImportTable, dotted_name, through_grad
 from torchlint.analysis.walk import NodeHooks, Walker, callback_methods, node_types_named, scan
 from torchlint.analysis.scopes import (
@@ -115,6 +116,7 @@ class Analyzer(cst.CSTVisitor):
         self._rules: list[Rule] = []
         self._hooks: _BoundHooks | None = None  # built on first use, see ``_hooks_by_type``
         self._walker: Walker | None = None
+        self._flows: dict[int, tuple[cst.CSTNode, Flow]] = {}
 
     # ------------------------------------------------------------------ rules
     def attach(self, rules: Iterable[Rule]) -> None:
@@ -220,6 +222,23 @@ class Analyzer(cst.CSTVisitor):
     def grad_reset_event(self, target: cst.BaseExpression, value: cst.BaseExpression | None) -> AutogradEvent | None:
         """``p.grad = None`` (or a zero tensor) assigned at the current point."""
         return events.event_of_assignment(self, target, value)
+
+    def flow(self, root: cst.CSTNode) -> Flow:
+        """Order, dominance and exits inside ``root`` (a loop: one iteration; a function: one
+        call; the module), built once per root on first use (see ``analysis/flow.py``)."""
+        known = self._flows.get(id(root))
+        if known is None or known[0] is not root:
+            known = self._flows[id(root)] = (root, Flow(root))
+        return known[1]
+
+    def repeated_body(self) -> cst.For | cst.While | cst.FunctionDef | None:
+        """The innermost body around the current point that runs again and again: the
+        enclosing loop of this function, else the function itself; None at module level
+        outside loops."""
+        if self.loops:
+            return self.loops[-1]
+        function = self.function
+        return function.node if function is not None else None
 
     def is_grad_mode_context(self, node: cst.BaseExpression) -> bool:
         return self._mode_of_context(node) is not None

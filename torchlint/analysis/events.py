@@ -207,3 +207,35 @@ def _grad_owner(expr: cst.BaseExpression) -> cst.BaseExpression | None:
             return expr.value  # type: ignore[attr-defined]
         expr = expr.value  # type: ignore[attr-defined]
     return None
+
+
+def may_hide_autograd(ctx: Analyzer, call: cst.Call) -> bool:
+    """Whether ``call`` (not itself an event) may run code that backpropagates, steps or
+    resets gradients out of sight: a function whose body is not in this file, or a method of
+    a class of this file.  Not: torch and the other grad-free modules, grad-free builtins,
+    a module's forward, methods of tensors, numbers, collections and optimizers, built-in
+    module methods (``model.train()``), and the grad-free methods (``append``, ``item`` ...).
+    A plain function of this file is the caller's to look into (``ctx.resolve_function``)."""
+    func = call.func
+    qualified = ctx.qualify(func)
+    if qualified is not None:
+        return qualified.split(".")[0] not in api.GRAD_FREE_MODULES
+    if type(func) is cst.Name:
+        if func.value in api.GRAD_FREE_BUILTINS:
+            return False
+        callee = ctx.value_of(func)
+        return not (callee.kind in TENSOR_KINDS or callee.kind in (Kind.MODULE, Kind.NUMBER))
+    if type(func) is cst.Attribute:
+        name = func.attr.value
+        receiver = ctx.value_of(func.value)
+        if receiver.kind in TENSOR_KINDS or receiver.kind in (Kind.NUMBER, Kind.COLLECTION, Kind.OPTIMIZER):
+            return False
+        if receiver.kind is Kind.MODULE and receiver.cls is None:
+            return False
+        if name in api.GRAD_FREE_METHODS:
+            return False
+        stored = receiver.cls.attr(name) if receiver.cls is not None else None
+        if stored is not None:  # `self.model(x)`: an object kept on the instance, not a method
+            return not (stored.kind in TENSOR_KINDS or (stored.kind is Kind.MODULE and stored.cls is None))
+        return True
+    return ctx.value_of(func).kind is not Kind.MODULE

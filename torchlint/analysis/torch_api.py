@@ -130,3 +130,35 @@ STEP_METHODS = frozenset({"step"})
 NON_OPTIMIZER_PREFIXES = ("torch.optim.lr_scheduler.", "torch.optim.swa_utils.")
 # Assigned to ``p.grad``, these reset it.
 ZERO_FACTORIES = frozenset({"torch.zeros_like", "torch.zeros"})
+
+# ---------------------------------------------------------------- calls that never touch gradients
+# Builtins, modules and methods of unknown objects that neither run ``backward()`` nor reset or
+# fill a gradient: a call to one of them cannot hide an autograd event.
+GRAD_FREE_BUILTINS = frozenset(
+    "print len range enumerate zip float int str bool min max sum abs round isinstance issubclass list dict "
+    "tuple set frozenset sorted reversed any all iter next getattr hasattr repr format type divmod map filter "
+    "id hash open vars callable".split()
+)
+GRAD_FREE_MODULES = frozenset(
+    "torch numpy math time logging random os sys json itertools functools collections copy pickle re "
+    "warnings wandb tqdm datetime pathlib statistics".split()
+)
+# (GradScaler, logging, progress bars, lists ...)
+GRAD_FREE_METHODS = frozenset(
+    "unscale_ scale update item append extend format write info debug warning add_scalar add_scalars "
+    "set_postfix set_description log_dict clip_grad_norm_ clip_grad_value_ synchronize".split()
+)
+
+# ---------------------------------------------------------------- named but not called (TL013)
+# Methods that only act when called: a bare ``obj.<name>`` statement does nothing.
+# name -> what is lost when the call is missing.
+ACTION_METHODS: dict[str, str] = {
+    "zero_grad": "the gradients are never reset, so they accumulate across steps",
+    "step": "the step never runs",
+    "backward": "no gradient is computed",
+    "eval": "the model stays in training mode (dropout stays on, batch norm keeps updating its statistics)",
+    "train": "the model's mode does not change (it stays in eval mode after `eval()`)",
+}
+# Grad-mode context managers: classes, so ``with torch.no_grad:`` (no instance) raises
+# ``TypeError: 'type' object does not support the context manager protocol``.
+GRAD_MODE_CLASSES = GRAD_DISABLING | GRAD_ENABLING
