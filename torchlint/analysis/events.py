@@ -232,7 +232,7 @@ def may_hide_autograd(ctx: Analyzer, call: cst.Call) -> bool:
             return False
         if receiver.kind is Kind.MODULE and receiver.cls is None:
             return False
-        if name in api.GRAD_FREE_METHODS:
+        if name in api.GRAD_FREE_METHODS or (receiver.kind is Kind.UNKNOWN and name in api.TENSOR_LIKE_METHODS):
             return False
         stored = receiver.cls.attr(name) if receiver.cls is not None else None
         if stored is not None:  # `self.model(x)`: an object kept on the instance, not a method

@@ -148,6 +148,12 @@ GRAD_FREE_METHODS = frozenset(
     "unscale_ scale update item append extend format write info debug warning add_scalar add_scalars "
     "set_postfix set_description log_dict clip_grad_norm_ clip_grad_value_ synchronize".split()
 )
+# Called on an object torchlint knows nothing about, these are tensor (or array) methods.
+TENSOR_LIKE_METHODS = CONVERSION_METHODS | SCALAR_METHODS | frozenset(
+    "view reshape squeeze unsqueeze permute transpose flatten size dim numel sum mean max min argmax argmin "
+    "softmax log_softmax clone detach float long int bool eq ne gt lt ge le norm abs exp log pow sqrt t "
+    "expand expand_as repeat contiguous masked_fill chunk split".split()
+)
 
 # ---------------------------------------------------------------- named but not called (TL013)
 # Methods that only act when called: a bare ``obj.<name>`` statement does nothing.
