@@ -31,6 +31,8 @@ from torchlint.analysis.values import TENSOR_KINDS, Kind
 
 if TYPE_CHECKING:
     from torchlint.analysis.analyzer import Analyzer
+    from torchlint.analysis.flow import Flow
+    from torchlint.analysis.scopes import FunctionInfo
 
 
 class EventKind(enum.Enum):
@@ -239,3 +241,46 @@ def may_hide_autograd(ctx: Analyzer, call: cst.Call) -> bool:
             return not (stored.kind in TENSOR_KINDS or (stored.kind is Kind.MODULE and stored.cls is None))
         return True
     return ctx.value_of(func).kind is not Kind.MODULE
+
+
+class EventLog:
+    """The autograd events of a file and the calls that may hide one, recorded as a rule visits
+    them (``record``), for rules that judge order once the file is analysed (``finish``):
+    which backward calls — seen, or hidden in a helper or in code not in this file — run
+    inside a body (see ``analysis/flow.py``)."""
+
+    def __init__(self, ctx: Analyzer) -> None:
+        self._ctx = ctx
+        self.backwards: list[cst.Call] = []
+        # Calls that are not events but may run one: (call, the helper of this file it runs, if any).
+        self._hidden: list[tuple[cst.Call, FunctionInfo | None]] = []
+
+    def record(self, call: cst.Call) -> AutogradEvent | None:
+        """The event ``call`` is (at the current point), noting backward calls and hidden ones."""
+        ctx = self._ctx
+        event = ctx.autograd_event(call)
+        if event is None:
+            helper = ctx.resolve_function(call.func)
+            if helper is not None or may_hide_autograd(ctx, call):
+                self._hidden.append((call, helper))
+        elif event.kind is EventKind.BACKWARD:
+            self.backwards.append(call)
+        return event
+
+    def backward_calls_in(self, flow: Flow) -> list[cst.Call]:
+        """Calls in ``flow``'s body that are, or may run, a ``backward()`` (after the file is analysed)."""
+        found = [call for call in self.backwards if flow.contains(call)]
+        found += [call for call, helper in self._hidden if flow.contains(call) and self._may_backward(helper, set())]
+        return found
+
+    def _may_backward(self, helper: FunctionInfo | None, seen: set[int]) -> bool:
+        """A call of ``helper`` (None: code not in this file) may run ``backward()``."""
+        if helper is None:
+            return True
+        if id(helper) in seen:
+            return False  # recursion: the other path decides
+        seen.add(id(helper))
+        flow = self._ctx.flow(helper.node)
+        if any(flow.contains(call) for call in self.backwards):
+            return True
+        return any(flow.contains(call) and self._may_backward(inner, seen) for call, inner in self._hidden)

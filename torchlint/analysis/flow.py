@@ -39,6 +39,7 @@ class Frame:
     field: str
     conditional: bool
     loop: bool = False
+    handled: bool = False  # a ``try`` body with ``except`` handlers: an error here may be caught
 
 
 @dataclass(frozen=True)
@@ -50,6 +51,11 @@ class Place:
     def unconditional(self) -> bool:
         """Runs on every pass through the body that is not left early (see ``Flow.exits_between``)."""
         return not any(frame.conditional for frame in self.frames)
+
+    @property
+    def errors_handled(self) -> bool:
+        """Inside a ``try`` body that has ``except`` handlers."""
+        return any(frame.handled for frame in self.frames)
 
     @property
     def in_nested_loop(self) -> bool:
@@ -66,6 +72,8 @@ def _frame(node: cst.CSTNode, field: str) -> Frame | None:
             return Frame(id(node), field, True, loop=True)
         return Frame(id(node), field, True) if field == "orelse" else None
     if kind is cst.Try or kind is cst.TryStar:
+        if field == "body" and node.handlers:  # type: ignore[attr-defined]
+            return Frame(id(node), field, False, handled=True)
         return Frame(id(node), field, True) if field in ("handlers", "orelse") else None
     if kind is cst.Match:
         return Frame(id(node), field, True) if field == "cases" else None

@@ -20,8 +20,8 @@ from dataclasses import dataclass
 import libcst as cst
 
 from torchlint import fixes
-from torchlint.analysis import FunctionInfo, Kind, dotted_name
-from torchlint.analysis.events import EventKind, may_hide_autograd
+from torchlint.analysis import Kind, dotted_name
+from torchlint.analysis.events import EventKind, EventLog
 from torchlint.analysis.flow import Flow
 from torchlint.analysis.names import names_in
 from torchlint.rule import Rule
@@ -53,23 +53,16 @@ class StepOrder(Rule):
         super().__init__(*args, **kwargs)  # type: ignore[arg-type]
         self._steps: list[_Step] = []
         self._zeroings: list[_Zeroing] = []
-        # Calls that backpropagate, or may do so out of sight.
-        self._backwards: list[cst.CSTNode] = []
-        self._hidden: list[tuple[cst.CSTNode, FunctionInfo | None]] = []
+        self._log = EventLog(self.ctx)
 
     def visit_Call(self, node: cst.Call) -> None:
         body = self.ctx.repeated_body()
         if body is None:
             return
-        event = self.ctx.autograd_event(node)
+        event = self._log.record(node)
         if event is None:
-            helper = self.ctx.resolve_function(node.func)
-            if helper is not None or may_hide_autograd(self.ctx, node):
-                self._hidden.append((node, helper))
             return
-        if event.kind is EventKind.BACKWARD:
-            self._backwards.append(node)
-        elif event.kind is EventKind.ZERO_GRAD and event.subject is not None:
+        if event.kind is EventKind.ZERO_GRAD and event.subject is not None:
             self._zeroings.append(_Zeroing(node, fixes.source_of(event.subject)))
         elif event.kind is EventKind.STEP and event.subject is not None and not self._has_closure(node, event.subject):
             subject = event.subject
@@ -96,10 +89,10 @@ class StepOrder(Rule):
 
     def _judge(self, step: _Step) -> None:
         flow = self.ctx.flow(step.body)
-        backwards = [b for b in self._backwards if flow.contains(b)]
+        backwards = [b for b in self._log.backwards if flow.contains(b)]
         if not backwards:
             return  # backward() happens elsewhere: the order cannot be told here
-        hidden = [call for call, helper in self._hidden if flow.contains(call) and self._may_backward(helper, set())]
+        hidden = self._log.backward_calls_in(flow)
         zeroings = [z.call for z in self._zeroings if flow.contains(z.call) and self._zeroes(z, step)]
         for zeroing in zeroings:
             if flow.dominates(zeroing, step.call) and not any(
@@ -129,18 +122,6 @@ class StepOrder(Rule):
             ):
                 self._report(step, zeroing, "previous")
                 return
-
-    def _may_backward(self, helper: FunctionInfo | None, seen: set[int]) -> bool:
-        """A call of ``helper`` (None: code not in this file) may run ``backward()``."""
-        if helper is None:
-            return True
-        if id(helper) in seen:
-            return False
-        seen.add(id(helper))
-        flow = self.ctx.flow(helper.node)
-        if any(flow.contains(b) for b in self._backwards):
-            return True
-        return any(flow.contains(call) and self._may_backward(inner, seen) for call, inner in self._hidden)
 
     def _zeroes(self, zeroing: _Zeroing, step: _Step) -> bool:
         """The zeroing resets the gradients the step uses."""
