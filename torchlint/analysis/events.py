@@ -284,3 +284,26 @@ class EventLog:
         if any(flow.contains(call) for call in self.backwards):
             return True
         return any(flow.contains(call) and self._may_backward(inner, seen) for call, inner in self._hidden)
+
+
+def frees_graph(event: AutogradEvent) -> bool:
+    """A backward (or ``autograd.grad``) that certainly frees the saved tensors of the graph it
+    goes through: ``retain_graph`` and ``create_graph`` absent or literally False/None, no
+    ``inputs=``, and at most one positional argument besides the loss (its gradient: a second
+    one could be ``retain_graph``)."""
+    call = event.node
+    if type(call) is not cst.Call:
+        return False
+    positional = 0
+    for arg in call.args:
+        if arg.star:
+            return False
+        if arg.keyword is None:
+            positional += arg.value is not event.subject
+        elif arg.keyword.value in ("retain_graph", "create_graph"):
+            value = arg.value
+            if not (type(value) is cst.Name and value.value in ("False", "None")):
+                return False
+        elif arg.keyword.value == "inputs":
+            return False
+    return positional <= 1
