@@ -146,7 +146,8 @@ GRAD_FREE_MODULES = frozenset(
 # (GradScaler, logging, progress bars, lists ...)
 GRAD_FREE_METHODS = frozenset(
     "unscale_ scale update item append extend format write info debug warning add_scalar add_scalars "
-    "set_postfix set_description log_dict clip_grad_norm_ clip_grad_value_ synchronize".split()
+    "set_postfix set_description log_dict clip_grad_norm_ clip_grad_value_ synchronize "
+    "parameters named_parameters state_dict load_state_dict".split()
 )
 # Called on an object torchlint knows nothing about, these are tensor (or array) methods.
 TENSOR_LIKE_METHODS = CONVERSION_METHODS | SCALAR_METHODS | frozenset(

@@ -95,11 +95,22 @@ class StepOrder(Rule):
         hidden = self._log.backward_calls_in(flow)
         zeroings = [z.call for z in self._zeroings if flow.contains(z.call) and self._zeroes(z, step)]
         for zeroing in zeroings:
-            if flow.dominates(zeroing, step.call) and not any(
+            if not flow.dominates(zeroing, step.call) or any(
                 flow.between(other, zeroing, step.call) for other in (*backwards, *hidden)
             ):
-                after_backward = any(flow.before(b, zeroing) for b in backwards)
-                self._report(step, zeroing, "between" if after_backward else "before")
+                continue
+            earlier = [b for b in backwards if flow.before(b, zeroing)]
+            if earlier:  # backward(); zero_grad(); step()
+                last = max(earlier, key=lambda b: flow.place(b).order)  # type: ignore[union-attr]
+                if self._stepped_between(step, flow, last, zeroing):
+                    continue  # the gradients were used before the zeroing: this step is only redundant
+                self._report(step, zeroing, "between")
+                return
+            # zero_grad(); step(); backward(): wrong only when the backward runs once per pass too
+            # (not the loop of a train() function that steps once to set things up).
+            depth = len(flow.place(step.call).frames)  # type: ignore[union-attr]
+            if any(flow.before(step.call, b) and not _deeper_loop(flow, b, depth) for b in backwards):
+                self._report(step, zeroing, "before")
                 return
         if isinstance(step.body, (cst.For, cst.While)):
             self._judge_across_iterations(step, flow, backwards, hidden, zeroings)
@@ -123,6 +134,13 @@ class StepOrder(Rule):
                 self._report(step, zeroing, "previous")
                 return
 
+    def _stepped_between(self, step: _Step, flow: Flow, start: cst.CSTNode, end: cst.CSTNode) -> bool:
+        """Another step of the same optimizer runs between ``start`` and ``end``."""
+        return any(
+            other is not step and other.key == step.key and flow.between(other.call, start, end)
+            for other in self._steps
+        )
+
     def _zeroes(self, zeroing: _Zeroing, step: _Step) -> bool:
         """The zeroing resets the gradients the step uses."""
         return zeroing.key == step.key or (zeroing.key is not None and zeroing.key in step.covers)
@@ -141,3 +159,9 @@ class StepOrder(Rule):
             remedy = "step after `backward()`, before zeroing"
         message = f"{order}: the step only ever sees zeroed gradients, so the weights never move; {remedy}"
         self.report(step.call, message, statement=step.statement)
+
+
+def _deeper_loop(flow: Flow, node: cst.CSTNode, depth: int) -> bool:
+    """``node`` sits in a loop nested below the first ``depth`` frames of the body."""
+    place = flow.place(node)
+    return place is not None and any(frame.loop for frame in place.frames[depth:])
