@@ -23,7 +23,8 @@ class MissingCall(Rule):
     name = "missing-call"
     summary = "A method or grad-mode context manager is named but not called (missing `()`)"
     fix_safety = FixSafety.SAFE
-    tokens = (*ACTION_METHODS, "no_grad", "enable_grad", "inference_mode")
+    # `.eval`, not `eval`: the bare statement is an attribute ("train" alone is in nearly every file).
+    tokens = (*(f".{method}" for method in ACTION_METHODS), "no_grad", "enable_grad", "inference_mode")
 
     def visit_Expr(self, node: cst.Expr) -> None:
         expr = node.value
