@@ -19,6 +19,7 @@ CANONICAL: dict[str, str] = {
     "torch.nn.parameter.Parameter": "torch.nn.Parameter",
     "torch.nn.modules.module.Module": "torch.nn.Module",
     "torch.Tensor.requires_grad_": "torch.Tensor.requires_grad_",
+    "torch.autograd.variable.Variable": "torch.autograd.Variable",
 }
 
 # Context managers / decorators that switch grad mode.
@@ -35,6 +36,9 @@ FACTORIES = frozenset(
         "randperm empty_strided"
     ).split()
 )
+# ``Variable(t, requires_grad=True)`` (old tutorials) is a leaf that requires grad, ``Variable(t)``
+# a plain tensor: a factory as far as autograd is concerned (measured: it returns a Tensor).
+FACTORIES = FACTORIES | {"torch.autograd.Variable"}
 PARAMETER = "torch.nn.Parameter"
 
 # Factories whose dtype is inferred from their data arguments (int data -> int tensor).
