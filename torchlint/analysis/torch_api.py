@@ -167,8 +167,8 @@ ACTION_METHODS: dict[str, str] = {
     "zero_grad": "the gradients are never reset, so they accumulate across steps",
     "step": "the step never runs",
     "backward": "no gradient is computed",
-    "eval": "the model stays in training mode (dropout stays on, batch norm keeps updating its statistics)",
-    "train": "the model's mode does not change (it stays in eval mode after `eval()`)",
+    "eval": "the model stays in training mode: dropout stays on and batch norm keeps updating its statistics",
+    "train": "the model's mode does not change: after `eval()` it stays in eval mode",
 }
 # Grad-mode context managers: classes, so ``with torch.no_grad:`` (no instance) raises
 # ``TypeError: 'type' object does not support the context manager protocol``.

@@ -38,7 +38,9 @@ class MissingCall(Rule):
         if method == "step" and is_optimizer(self.ctx, expr.value):
             effect = "the optimizer never updates the parameters"
         elif method == "step":
-            effect = "the step never runs (a scheduler keeps its learning rate)"
+            effect = "the step never runs: a scheduler keeps its learning rate"
+        elif self.ctx.value_of(expr.value).kind is Kind.UNKNOWN:
+            effect = f"it never runs; for a torch object, {effect}"  # maybe not a torch object at all
         message = f"`{receiver}.{method}` names the method but does not call it: {effect}; add `()`"
         call = cst.Call(func=expr)
         self.report(expr, message, fixes.replace(f"call it: `{receiver}.{method}()`", expr, call))
