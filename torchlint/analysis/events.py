@@ -232,8 +232,10 @@ def may_hide_autograd(ctx: Analyzer, call: cst.Call) -> bool:
         receiver = ctx.value_of(func.value)
         if receiver.kind in TENSOR_KINDS or receiver.kind in (Kind.NUMBER, Kind.COLLECTION, Kind.OPTIMIZER):
             return False
-        if receiver.kind is Kind.MODULE and receiver.cls is None:
-            return False
+        if receiver.kind is Kind.MODULE and (
+            receiver.cls is None or (name in api.MODULE_SELF_METHODS and receiver.cls.method(name) is None)
+        ):
+            return False  # built-in module methods (``model.to(device)`` on a module class of this file too)
         if name in api.GRAD_FREE_METHODS or (receiver.kind is Kind.UNKNOWN and name in api.TENSOR_LIKE_METHODS):
             return False
         stored = receiver.cls.attr(name) if receiver.cls is not None else None
