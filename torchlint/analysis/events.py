@@ -254,6 +254,8 @@ class EventLog:
     def __init__(self, ctx: Analyzer) -> None:
         self._ctx = ctx
         self.backwards: list[cst.Call] = []
+        # Gradients written other than by backward: ``p.grad = g``, ``p.grad.copy_(g)``.
+        self.writes: list[cst.CSTNode] = []
         # Calls that are not events but may run one: (call, the helper of this file it runs, if any).
         self._hidden: list[tuple[cst.Call, FunctionInfo | None]] = []
 
@@ -267,7 +269,27 @@ class EventLog:
                 self._hidden.append((call, helper))
         elif event.kind is EventKind.BACKWARD:
             self.backwards.append(call)
+        func = call.func
+        if (
+            event is None
+            and type(func) is cst.Attribute
+            and func.attr.value.endswith("_")
+            and func.attr.value not in api.NON_MUTATING_UNDERSCORE
+            and through_grad(func.value)
+        ):
+            self.writes.append(call)  # p.grad.copy_(g), p.grad.add_(g)
         return event
+
+    def record_assignment(self, target: cst.BaseExpression, value: cst.BaseExpression) -> None:
+        """``p.grad = <a tensor>`` writes a gradient (``= None`` resets it: not a write)."""
+        if type(target) is cst.Attribute and target.attr.value == "grad" and not (
+            type(value) is cst.Name and value.value == "None"
+        ):
+            self.writes.append(target)
+
+    def gradient_writes_in(self, flow: Flow) -> list[cst.CSTNode]:
+        """Gradient writes other than backward in ``flow``'s body."""
+        return [node for node in self.writes if flow.contains(node)]
 
     def backward_calls_in(self, flow: Flow) -> list[cst.Call]:
         """Calls in ``flow``'s body that are, or may run, a ``backward()`` (after the file is analysed)."""

@@ -52,7 +52,6 @@ class GradNoneAccess(Rule):
         super().__init__(*args, **kwargs)  # type: ignore[arg-type]
         self._log = EventLog(self.ctx)
         self._accesses: list[_Access] = []
-        self._fills: list[cst.CSTNode] = []  # ``w.grad = <tensor>``
         self._seen: set[int] = set()
 
     # ------------------------------------------------------------ events
@@ -60,12 +59,8 @@ class GradNoneAccess(Rule):
         self._log.record(node)
 
     def visit_Assign(self, node: cst.Assign) -> None:
-        value = node.value
-        if type(value) is cst.Name and value.value == "None":
-            return  # ``w.grad = None`` leaves it None
         for target in node.targets:
-            if _is_grad(target.target):
-                self._fills.append(target.target)
+            self._log.record_assignment(target.target, node.value)
 
     def visit_Attribute(self, node: cst.Attribute) -> None:
         if _is_grad(node.value):
@@ -137,7 +132,7 @@ class GradNoneAccess(Rule):
         for loop in access.loops:
             if id(loop) not in outer and self.ctx.flow(loop).exits_between(None, grad):
                 return False
-        filled = (*self._log.backward_calls_in(flow), *self._fills)
+        filled = (*self._log.backward_calls_in(flow), *self._log.gradient_writes_in(flow))
         return not any(flow.between(node, created, grad) for node in filled)
 
     def _report(self, access: _Access) -> None:

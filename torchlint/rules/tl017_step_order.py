@@ -55,6 +55,11 @@ class StepOrder(Rule):
         self._zeroings: list[_Zeroing] = []
         self._log = EventLog(self.ctx)
 
+    def visit_Assign(self, node: cst.Assign) -> None:
+        if self.ctx.repeated_body() is not None:
+            for target in node.targets:
+                self._log.record_assignment(target.target, node.value)
+
     def visit_Call(self, node: cst.Call) -> None:
         body = self.ctx.repeated_body()
         if body is None:
@@ -92,7 +97,8 @@ class StepOrder(Rule):
         backwards = [b for b in self._log.backwards if flow.contains(b)]
         if not backwards:
             return  # backward() happens elsewhere: the order cannot be told here
-        hidden = self._log.backward_calls_in(flow)
+        # Calls that may backpropagate, and other ways of writing a gradient (p.grad = g).
+        hidden = [*self._log.backward_calls_in(flow), *self._log.gradient_writes_in(flow)]
         zeroings = [z.call for z in self._zeroings if flow.contains(z.call) and self._zeroes(z, step)]
         for zeroing in zeroings:
             if not flow.dominates(zeroing, step.call) or any(
