@@ -237,3 +237,32 @@ def test_properties_of_classes_in_the_file() -> None:
     analyzer.run()
     cls = analyzer.scope.classes["C"]
     assert cls.method("p").is_property and cls.method("q").is_property and not cls.method("m").is_property
+
+
+def test_event_log_records_gradient_writes_not_resets() -> None:
+    from torchlint.analysis.events import EventLog
+
+    module = cst.parse_module(PRELUDE + "w.grad = torch.ones(3)\nw.grad = None\nw.grad.add_(1.0)\nw.grad.zero_()\n")
+    analyzer = Analyzer(module, module.code)
+    written: list[str] = []
+
+    class Probe(Rule):
+        code, name, summary = "TL999", "probe", "probe"
+
+        def __init__(self, *args) -> None:
+            super().__init__(*args)
+            self.log = EventLog(self.ctx)
+
+        def visit_Call(self, node: cst.Call) -> None:
+            self.log.record(node)
+
+        def visit_Assign(self, node: cst.Assign) -> None:
+            for target in node.targets:
+                self.log.record_assignment(target.target, node.value)
+
+        def finish(self) -> None:
+            written.extend(module.code_for_node(n) for n in self.log.gradient_writes_in(self.ctx.flow(module)))
+
+    analyzer.attach([Probe(analyzer, [], RuleOptions())])
+    analyzer.run()
+    assert written == ["w.grad", "w.grad.add_(1.0)"]
