@@ -25,6 +25,7 @@ from torchlint.analysis import events, summaries
 from torchlint.analysis import torch_api as api
 from torchlint.analysis.events import AutogradEvent
 from torchlint.analysis.uses import ValueFlow
+from torchlint.analysis.flow import Flow
 from torchlint.analysis.names import ImportTable, dotted_name, through_grad
 from torchlint.analysis.walk import NodeHooks, Walker, callback_methods, node_types_named, scan
 from torchlint.analysis.scopes import (
@@ -158,6 +159,7 @@ class Analyzer(cst.CSTVisitor):
         self._summarising: FunctionInfo | None = None
         self._returns: list[Value] = []
         self._value_flows: dict[int, ValueFlow] = {}  # escape analysis per region, see ``value_flow``
+        self._flows: dict[int, tuple[cst.CSTNode, Flow]] = {}
 
     # ------------------------------------------------------------------ rules
     def attach(self, rules: Iterable[Rule]) -> None:
@@ -284,6 +286,22 @@ class Analyzer(cst.CSTVisitor):
         if flow is None or flow.region is not region:
             flow = self._value_flows[id(region)] = ValueFlow(self, region)
         return flow
+    def flow(self, root: cst.CSTNode) -> Flow:
+        """Order, dominance and exits inside ``root`` (a loop: one iteration; a function: one
+        call; the module), built once per root on first use (see ``analysis/flow.py``)."""
+        known = self._flows.get(id(root))
+        if known is None or known[0] is not root:
+            known = self._flows[id(root)] = (root, Flow(root))
+        return known[1]
+
+    def repeated_body(self) -> cst.For | cst.While | cst.FunctionDef | None:
+        """The innermost body around the current point that runs again and again: the
+        enclosing loop of this function, else the function itself; None at module level
+        outside loops."""
+        if self.loops:
+            return self.loops[-1]
+        function = self.function
+        return function.node if function is not None else None
 
     def is_grad_mode_context(self, node: cst.BaseExpression) -> bool:
         return self._mode_of_context(node) is not None

@@ -172,3 +172,42 @@ FORMATTING_METHODS = frozenset(
 GRAPH_CUTTING_FACTORIES = frozenset({"torch.tensor", "torch.Tensor", "torch.FloatTensor"})
 # torch functions that store their argument somewhere else.
 STORING_FUNCTIONS = frozenset({"torch.save"})
+
+# ---------------------------------------------------------------- calls that never touch gradients
+# Builtins, modules and methods of unknown objects that neither run ``backward()`` nor reset or
+# fill a gradient: a call to one of them cannot hide an autograd event.
+GRAD_FREE_BUILTINS = frozenset(
+    "print len range enumerate zip float int str bool min max sum abs round isinstance issubclass list dict "
+    "tuple set frozenset sorted reversed any all iter next getattr hasattr repr format type divmod map filter "
+    "id hash open vars callable".split()
+)
+GRAD_FREE_MODULES = frozenset(
+    "torch numpy math time logging random os sys json itertools functools collections copy pickle re "
+    "warnings wandb tqdm datetime pathlib statistics".split()
+)
+# (GradScaler, logging, progress bars, lists ...)
+GRAD_FREE_METHODS = frozenset(
+    "unscale_ scale update item append extend format write info debug warning add_scalar add_scalars "
+    "set_postfix set_description log_dict clip_grad_norm_ clip_grad_value_ synchronize "
+    "parameters named_parameters state_dict load_state_dict".split()
+)
+# Called on an object torchlint knows nothing about, these are tensor (or array) methods.
+TENSOR_LIKE_METHODS = CONVERSION_METHODS | SCALAR_METHODS | frozenset(
+    "view reshape squeeze unsqueeze permute transpose flatten size dim numel sum mean max min argmax argmin "
+    "softmax log_softmax clone detach float long int bool eq ne gt lt ge le norm abs exp log pow sqrt t "
+    "expand expand_as repeat contiguous masked_fill chunk split".split()
+)
+
+# ---------------------------------------------------------------- named but not called (TL013)
+# Methods that only act when called: a bare ``obj.<name>`` statement does nothing.
+# name -> what is lost when the call is missing.
+ACTION_METHODS: dict[str, str] = {
+    "zero_grad": "the gradients are never reset, so they accumulate across steps",
+    "step": "the step never runs",
+    "backward": "no gradient is computed",
+    "eval": "the model stays in training mode: dropout stays on and batch norm keeps updating its statistics",
+    "train": "the model's mode does not change: after `eval()` it stays in eval mode",
+}
+# Grad-mode context managers: classes, so ``with torch.no_grad:`` (no instance) raises
+# ``TypeError: 'type' object does not support the context manager protocol``.
+GRAD_MODE_CLASSES = GRAD_DISABLING | GRAD_ENABLING

@@ -18,7 +18,7 @@ import libcst as cst
 
 from torchlint import fixes
 from torchlint.analysis import FunctionInfo, Kind, TENSOR_KINDS, Value, dotted_name, positional_args
-from torchlint.analysis.events import EventKind, is_optimizer, last_name
+from torchlint.analysis.events import EventKind, is_optimizer, last_name, may_hide_autograd
 from torchlint.analysis.names import through_grad
 from torchlint.analysis.torch_api import NON_MUTATING_UNDERSCORE
 from torchlint.analysis.walk import scan
@@ -26,21 +26,6 @@ from torchlint.rule import Fix, FixSafety, Rule
 
 # Names a call to code we cannot see into may carry when it resets gradients.
 _ZEROING_WORDS = ("zero", "reset", "clear", "none")
-# Builtins and well-known calls that never touch gradients.
-_HARMLESS_BUILTINS = frozenset(
-    "print len range enumerate zip float int str bool min max sum abs round isinstance issubclass list dict "
-    "tuple set frozenset sorted reversed any all iter next getattr hasattr repr format type divmod map filter "
-    "id hash open vars callable".split()
-)
-_HARMLESS_MODULES = frozenset(
-    "torch numpy math time logging random os sys json itertools functools collections copy pickle re "
-    "warnings wandb tqdm datetime pathlib statistics".split()
-)
-# Methods of unknown objects that are known not to reset gradients (GradScaler, logging ...).
-_HARMLESS_METHODS = frozenset(
-    "unscale_ scale update item append extend format write info debug warning add_scalar add_scalars "
-    "set_postfix set_description log_dict clip_grad_norm_ clip_grad_value_ synchronize".split()
-)
 def _leaf_of(target: cst.BaseExpression) -> cst.BaseExpression:
     """``w`` for ``w``, ``w.data``, ``w[0]``, ``w.data[:, 1]``."""
     while isinstance(target, cst.Subscript):
@@ -343,41 +328,17 @@ class GradNotZeroed(Rule):
 
     def _opaque(self, node: cst.Call) -> _OpaqueCall | None:
         """The call, if it runs code torchlint cannot see that might reach the gradients."""
-        func = node.func
-        qualified = self.ctx.qualify(func)
-        if qualified is not None:
-            if qualified.split(".")[0] in _HARMLESS_MODULES:
-                return None
-            return _OpaqueCall(last_name(func), self._arg_roots(node), self._holds_parameters(node))
-        if type(func) is cst.Name:
-            if func.value in _HARMLESS_BUILTINS:
-                return None
-            callee = self.ctx.value_of(func)
-            if callee.kind in TENSOR_KINDS or callee.kind in (Kind.MODULE, Kind.NUMBER):
-                return None  # a module's forward (an in-file one is resolved above)
-            return _OpaqueCall(func.value, self._arg_roots(node), self._holds_parameters(node))
-        roots = self._arg_roots(node)
-        name = ""
-        if type(func) is cst.Attribute:
-            name = func.attr.value
-            receiver = self.ctx.value_of(func.value)
-            if receiver.kind in TENSOR_KINDS or receiver.kind in (Kind.NUMBER, Kind.COLLECTION, Kind.OPTIMIZER):
-                return None
-            if receiver.kind is Kind.MODULE and receiver.cls is None:
-                return None  # built-in module methods (zero_grad is handled as zeroing)
-            if name in _HARMLESS_METHODS:
-                return None
-            stored = receiver.cls.attr(name) if receiver.cls is not None else None
-            if stored is not None:
-                # `self.model(x)`: an object kept on the instance, not a method; it gets only its arguments.
-                if stored.kind in TENSOR_KINDS or (stored.kind is Kind.MODULE and stored.cls is None):
-                    return None
-                return _OpaqueCall(name, roots, self._holds_parameters(node))
-            receiver_root = _root_name(func.value)
-            if receiver_root is not None:
-                roots = roots | {receiver_root}
-        elif self.ctx.value_of(func).kind is Kind.MODULE:
+        if not may_hide_autograd(self.ctx, node):
             return None
+        func = node.func
+        roots = self._arg_roots(node)
+        if type(func) is cst.Attribute:
+            receiver = self.ctx.value_of(func.value)
+            receiver_root = _root_name(func.value)
+            stored = receiver.cls.attr(func.attr.value) if receiver.cls is not None else None
+            if stored is None and receiver_root is not None:
+                roots = roots | {receiver_root}  # (an object kept on the instance gets only its arguments)
+        name = last_name(func) if self.ctx.qualify(func) is not None or type(func) in (cst.Name, cst.Attribute) else ""
         return _OpaqueCall(name, roots, self._holds_parameters(node))
 
     def _arg_roots(self, node: cst.Call) -> frozenset[str]:
