@@ -50,6 +50,7 @@ from torchlint.notebook import Notebook
 from torchlint.output import format_full
 from torchlint.rule import Rule, RuleOptions
 from torchlint.settings import Settings, SettingsError, resolve_rules, validate_selectors
+from torchlint.slicing import Facts, cell_facts, relevant
 
 MAGIC = "torchlint"
 USAGE = "%torchlint [on | off | select CODE,... | select default]; %%torchlint checks a cell without running it"
@@ -73,6 +74,12 @@ class _Cell:
     text: str
     program: str
     statements: Sequence[cst.BaseStatement] | None = None  # None: not parsed yet
+    facts: list[Facts] | None = None  # one per statement, computed when first needed
+
+    def statement_facts(self) -> list[Facts]:
+        if self.facts is None:
+            self.facts = cell_facts(self.program, self.statements or ())
+        return self.facts
 
 
 @dataclass
@@ -137,7 +144,10 @@ class CellLinter:
         source = "".join(c.program for c in earlier) + cell.program
         audits = active_rules(cell.program, [r for r in rules if issubclass(r, NoqaAudit)])
         checks = active_rules(source, [r for r in rules if not issubclass(r, NoqaAudit)])
-        program = module.with_changes(body=[*(s for c in earlier for s in c.statements or ()), *module.body])
+        statements = [s for c in earlier for s in c.statements or ()]
+        facts = [f for c in earlier for f in c.statement_facts()]
+        kept = relevant(facts, cell_facts(cell.program, module.body))
+        program = module.with_changes(body=[*(s for s, keep in zip(statements, kept) if keep), *module.body])
         diagnostics = _analyse(program, source, checks, options) if checks else []
         if not diagnostics and not audits:
             return CellCheck(program=cell.program)
