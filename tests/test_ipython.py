@@ -25,6 +25,7 @@ from torchlint.engine import lint_source
 from torchlint.ipython import CellLinter, TorchlintExtension
 from torchlint.notebook import Notebook
 from torchlint.settings import Settings, resolve_rules
+from torchlint.slicing import relevant
 
 SETUP = "import torch\nw = torch.zeros(3, requires_grad=True)\n(w * 2).sum().backward()\n"
 UPDATE = "w -= 0.1 * w.grad"
@@ -318,3 +319,69 @@ def test_the_fast_path_finds_what_linting_the_whole_program_finds() -> None:
     in_last_cell = [(f.code, f.line, f.col, f.message) for f in whole if f.cell == len(earlier) + 1]
     assert {code for code, *_ in in_last_cell} == {"TL002", "TL008"}
     assert [(f.code, f.line, f.col, f.message) for f in fast] == in_last_cell
+
+
+# ---------------------------------------------------------------- only what the new cell needs
+def cells_of(source: str, count: int) -> list[str]:
+    """``source`` cut at top-level statements (decorators stay with their def) into about ``count`` cells."""
+    lines = source.splitlines(keepends=True)
+    starts = [min([node.lineno, *(d.lineno for d in getattr(node, "decorator_list", ()))]) - 1
+              for node in ast.parse(source).body]
+    step = max(1, len(starts) // count)
+    bounds = [0, *starts[step::step], len(lines)]
+    return ["".join(lines[start:end]) for start, end in zip(bounds, bounds[1:]) if end > start]
+
+
+def test_every_fixture_cut_into_cells_gives_the_findings_of_the_whole_file() -> None:
+    """Each cell's findings, checked against the cells before it, are the findings that
+    linting those cells as one file gives in that cell; statements are really left out."""
+    rules = resolve_rules(Settings(select=("ALL",)))
+    compared = left_out = 0
+    for path in sorted((ROOT / "tests" / "fixtures").rglob("*.py")):
+        cells = cells_of(path.read_text(), 4)
+        linter = CellLinter()
+        first_line = 1
+        for index, cell in enumerate(cells):
+            fast = linter.run(cell, None, rules, Settings().rule_options).findings
+            last_line = first_line + cell.count("\n") - 1
+            whole = lint_source("".join(cells[: index + 1]), rules).findings
+            expected = [(f.code, f.line - first_line + 1, f.col, f.message) for f in whole
+                        if first_line <= f.line <= last_line]
+            assert [(f.code, f.line, f.col, f.message) for f in fast] == expected, (path.name, index)
+            compared += len(expected)
+            first_line = last_line + 1
+        facts = [f for c in linter.cells[:-1] for f in c.statement_facts()]
+        left_out += sum(not keep for keep in relevant(facts, linter.cells[-1].statement_facts()))
+    assert compared > 200 and left_out > 20
+
+
+def test_grad_mode_switches_and_mutations_in_earlier_cells_count(shell: InteractiveShell) -> None:
+    run(shell, SETUP)
+    run(shell, "torch.set_grad_enabled(False)")
+    assert "TL002" not in run(shell, UPDATE)  # grad mode is off: the update is fine
+    run(shell, "torch.set_grad_enabled(True)\nv = torch.zeros(3)\n")
+    run(shell, "unrelated = torch.ones(2)\n")
+    run(shell, "v.requires_grad_()")  # changes `v` without binding it
+    assert "TL002" in run(shell, "v -= 1")
+
+
+def test_the_slice_keeps_what_the_cell_depends_on() -> None:
+    earlier = [
+        "import torch\nimport torch.nn as nn\n",
+        "class Net(nn.Module):\n    def forward(self, x):\n        return helper(x)\n",
+        "def helper(x):\n    return x * scale\n",
+        "def unrelated():\n    return model\n",
+        "scale = 2.0\nother = 3\n",
+        "print('setup done')\n",
+    ]
+    cell = "model = Net()\nout = model(torch.ones(2))\n"
+    linter = CellLinter()
+    rules = resolve_rules(Settings())
+    for text in earlier:
+        linter.run(text, None, rules, Settings().rule_options)
+    facts = [f for c in linter.cells for f in c.statement_facts()]
+    program = extension_module.cell_program(cell)
+    module = extension_module.parse(program)
+    kept = relevant(facts, extension_module.cell_facts(program, module.body))
+    statements = [line for text in earlier for line in text.split("\n") if line and not line.startswith(" ")]
+    assert [s for s, keep in zip(statements, kept) if not keep] == ["def unrelated():", "other = 3"]
