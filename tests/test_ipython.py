@@ -7,6 +7,7 @@ import ast
 import contextlib
 import io
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -385,3 +386,21 @@ def test_the_slice_keeps_what_the_cell_depends_on() -> None:
     kept = relevant(facts, extension_module.cell_facts(program, module.body))
     statements = [line for text in earlier for line in text.split("\n") if line and not line.startswith(" ")]
     assert [s for s, keep in zip(statements, kept) if not keep] == ["def unrelated():", "other = 3"]
+
+
+# ---------------------------------------------------------------- in Jupyter
+@pytest.mark.slow
+def test_in_a_jupyter_kernel_findings_are_a_stderr_stream_before_the_cells_output(tmp_path: Path) -> None:
+    nbclient = pytest.importorskip("nbclient")
+    nbformat = pytest.importorskip("nbformat")
+    notebook = nbformat.v4.new_notebook()
+    notebook.cells = [nbformat.v4.new_code_cell(text) for text in ("%load_ext torchlint", SETUP, f"print('step')\n{UPDATE}")]
+    client = nbclient.NotebookClient(notebook, kernel_name="python3", allow_errors=True, timeout=120,
+                                     resources={"metadata": {"path": str(tmp_path)}})
+    client.execute(env={**os.environ, "PYTHONPATH": str(ROOT), "NO_COLOR": "1"})
+    assert [cell.outputs for cell in notebook.cells[:2]] == [[], []]
+    report, printed, error = notebook.cells[2].outputs
+    assert (report.output_type, report.name) == ("stream", "stderr")
+    assert report.text.startswith("In[3]:2:1: TL002 [*] in-place update on `w`") and "+ 2 | w.data.sub_(0.1 * w.grad)" in report.text
+    assert (printed.name, printed.text) == ("stdout", "step\n")
+    assert (error.output_type, error.ename) == ("error", "RuntimeError")
