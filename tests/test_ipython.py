@@ -132,7 +132,9 @@ def test_select(shell: InteractiveShell) -> None:
 def test_the_cell_magic_checks_without_running(shell: InteractiveShell) -> None:
     run(shell, SETUP)
     output = run(shell, f"%%torchlint\nv = w.detach()\n{UPDATE}\n")
-    assert output.startswith("In[3]:2:1: TL002")  # lines count in the checked code
+    assert output.startswith("In[3]:3:1: TL002")  # lines count in the cell, `%%torchlint` is line 1
+    assert "3 | w -= 0.1 * w.grad" in output and "+ 3 | w.data.sub_(0.1 * w.grad)" in output
+    assert run(shell, "%%torchlint\nx = (\n").startswith("torchlint: this cell does not parse: line 2")
     assert "v" not in shell.user_ns and "RuntimeError" not in output
     assert run(shell, "%%torchlint\nprint(w)\n") == "torchlint: no findings\n"
     # What it checked is not context: `q` was never defined.

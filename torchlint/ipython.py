@@ -7,8 +7,9 @@ shown, in the ``full`` format, on stderr (where Python's warnings go: Jupyter sh
 them highlighted above the cell's output); then the cell runs as usual.
 
 Speed: each cell is parsed once, when it runs.  Checking a new cell builds one
-module from the cached statements of the earlier cells and the new cell's, runs
-the analysis on it, and positions only the new cell's nodes (in its own lines).
+module from the cached statements of the earlier cells that may matter to it
+(``torchlint.slicing``) and the new cell's, runs the analysis on it, and positions
+only the new cell's nodes (in its own lines).
 
 Re-running: the latest execution of a cell is what later cells see.  A cell is
 the same cell when Jupyter gives it the same id, or when its text is the same
@@ -309,9 +310,12 @@ class TorchlintExtension:
             self._internal_error(error)
             return
         if result.error is not None:
-            _write(f"torchlint: this cell does not parse: {result.error}\n")
+            where = f"line {result.error.line + 1}: " if result.error.line is not None else ""
+            _write(f"torchlint: this cell does not parse: {where}{result.error}\n")
         elif result.findings:
-            self._show(result, cell)
+            # Lines count in the cell as written, whose first line is `%%torchlint`.
+            findings = [_moved_down(finding) for finding in result.findings]
+            self._show(CellCheck(findings, result.program), f"%%{MAGIC}\n{cell}")
         else:
             print("torchlint: no findings")
 
@@ -321,6 +325,13 @@ class TorchlintExtension:
         source = "%torchlint select" if self.select is not None else (str(path) if path else "default settings")
         state = "on" if self.enabled else "off"
         return f"torchlint: {state}; rules {', '.join(rule.code for rule in rules) or '(none)'} (from {source})"
+
+
+def _moved_down(finding: Finding) -> Finding:
+    """The finding one line further down."""
+    edits = tuple(dataclasses.replace(edit, line=edit.line + 1, end_line=edit.end_line + 1) for edit in finding.edits)
+    return dataclasses.replace(finding, line=finding.line + 1, end_line=finding.end_line + 1, edits=edits,
+                               noqa_lines=tuple(n + 1 for n in finding.noqa_lines))
 
 
 def _first_line(text: str) -> str:
