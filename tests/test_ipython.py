@@ -100,6 +100,13 @@ def test_ipython_syntax_is_masked_as_in_notebooks(shell: InteractiveShell) -> No
     assert run(shell, f"%%writefile notes.txt\n{UPDATE}\n") == "Writing notes.txt\n"  # not Python: not checked
 
 
+def test_noqa_comments_work_in_cells(shell: InteractiveShell) -> None:
+    run(shell, SETUP)
+    assert "TL002 [*]" not in run(shell, f"{UPDATE}  # noqa: TL002")  # Python's traceback shows the comment
+    assert "TL002 [*]" not in run(shell, f"# torchlint: noqa\n{UPDATE}")
+    assert "TL002 [*]" in run(shell, f"{UPDATE}  # noqa: TL001")
+
+
 # ---------------------------------------------------------------- magics
 def test_off_and_on(shell: InteractiveShell) -> None:
     run(shell, SETUP)
