@@ -32,7 +32,7 @@ from torchlint.noqa import (
     run_audits,
     suppression,
 )
-from torchlint.rule import Diagnostic, Fix, FixSafety, Rule, RuleOptions
+from torchlint.rule import Diagnostic, Fix, FixSafety, FixStyle, Rule, RuleOptions
 from torchlint.textdiff import changed_span, line_and_column, line_starts
 
 MAX_FIX_PASSES = 10
@@ -306,6 +306,7 @@ def lint_source(
 def _lint_source(source: str, rules: Sequence[type[Rule]], options: RuleOptions, respect_noqa: bool) -> LintResult:
     if file_is_exempt(source):
         return LintResult([])
+    options = _with_fix_style(options, rules)
     exempt = file_exempt_codes(source)
     if exempt:
         rules = [r for r in rules if not any(r.code.startswith(code) for code in exempt)]
@@ -328,6 +329,15 @@ def _lint_source(source: str, rules: Sequence[type[Rule]], options: RuleOptions,
         findings += _position(audit_diagnostics, positions, lines, set())
     findings.sort(key=lambda f: (f.line, f.col, f.code))
     return LintResult(findings, module, parsed=True)
+
+
+def _with_fix_style(options: RuleOptions, rules: Sequence[type[Rule]]) -> RuleOptions:
+    """The fix style the user chose or, failing that, one no enabled rule objects to: a fix
+    never produces code another enabled rule reports."""
+    if options.fix_style is not None:
+        return options
+    preferred = next((r.preferred_fix_style for r in rules if r.preferred_fix_style is not None), None)
+    return RuleOptions(fix_style=preferred or FixStyle.DATA)
 
 
 def _position(
@@ -472,9 +482,46 @@ def _subtree_ids(nodes: Iterable[cst.CSTNode]) -> set[int]:
 class _Replacer(cst.CSTTransformer):
     def __init__(self, replacements: dict[int, object]) -> None:
         self.replacements = replacements
+        # Compound statements the fixes create: adjacent ones with the same header merge.
+        self.created = {
+            id(node)
+            for new in replacements.values()
+            for node in (new.nodes if isinstance(new, cst.FlattenSentinel) else (new,))
+            if isinstance(node, cst.With)
+        }
 
     def on_leave(self, original_node: cst.CSTNode, updated_node: cst.CSTNode):  # type: ignore[override]
-        return self.replacements.get(id(original_node), updated_node)
+        replacement = self.replacements.get(id(original_node), updated_node)
+        if self.created and isinstance(replacement, (cst.IndentedBlock, cst.Module)):
+            return self._merge_created_blocks(replacement)
+        return replacement
+
+    def _merge_created_blocks(self, block: cst.IndentedBlock | cst.Module) -> cst.IndentedBlock | cst.Module:
+        """``with torch.no_grad(): a`` next to ``with torch.no_grad(): b``, both written by
+        fixes, become one block (consecutive updates share one ``with``)."""
+        merged: list[cst.BaseStatement] = []
+        for statement in block.body:
+            previous = merged[-1] if merged else None
+            if (
+                isinstance(previous, cst.With)
+                and isinstance(statement, cst.With)
+                and id(previous) in self.created
+                and id(statement) in self.created
+                and isinstance(previous.body, cst.IndentedBlock)
+                and isinstance(statement.body, cst.IndentedBlock)
+                and not statement.leading_lines  # a comment or blank line between keeps them apart
+                and _header(previous) == _header(statement)
+            ):
+                combined = previous.with_changes(body=previous.body.with_changes(body=[*previous.body.body, *statement.body.body]))
+                self.created.add(id(combined))
+                merged[-1] = combined
+            else:
+                merged.append(statement)
+        return block.with_changes(body=merged) if len(merged) != len(block.body) else block
+
+
+def _header(statement: cst.With) -> str:
+    return cst.Module([]).code_for_node(statement.with_changes(body=cst.IndentedBlock([]), leading_lines=()))
 
 
 def apply_fixes(module: cst.Module, fixes: Sequence[Fix]) -> str:

@@ -19,6 +19,8 @@ CANONICAL: dict[str, str] = {
     "torch.nn.parameter.Parameter": "torch.nn.Parameter",
     "torch.nn.modules.module.Module": "torch.nn.Module",
     "torch.Tensor.requires_grad_": "torch.Tensor.requires_grad_",
+    "torch.autograd.variable.Variable": "torch.autograd.Variable",
+    "torch.Variable": "torch.autograd.Variable",
 }
 
 # Context managers / decorators that switch grad mode.
@@ -36,6 +38,9 @@ FACTORIES = frozenset(
     ).split()
 )
 PARAMETER = "torch.nn.Parameter"
+# Legacy ``Variable(t, requires_grad=True)``: a new leaf that requires grad (a plain Tensor since
+# torch 0.4); ``Variable(t)``: a plain tensor (of a leaf: an alias that requires grad).
+VARIABLE = "torch.autograd.Variable"
 
 # Factories whose dtype is inferred from their data arguments (int data -> int tensor).
 DTYPE_FROM_DATA = frozenset({"torch.tensor", "torch.as_tensor", "torch.arange", "torch.range", "torch.full"})
@@ -108,3 +113,29 @@ FLOAT_DTYPES = frozenset(
     for name in "float float32 float64 double half float16 bfloat16 complex64 complex128 cfloat cdouble".split()
 )
 TORCH_DTYPES = FLOAT_DTYPES | INTEGER_DTYPES
+
+# ---------------------------------------------------------------- autograd events
+# How backward, gradient computation, optimizer steps and gradient zeroing are spelled.
+# One recognition for every rule: see ``torchlint.analysis.events``.
+BACKWARD_FUNCTIONS = frozenset({"torch.autograd.backward"})
+GRAD_FUNCTIONS = frozenset({"torch.autograd.grad"})
+# ``self.manual_backward(loss)`` (Lightning): the first argument is backpropagated.
+DELEGATED_BACKWARD_METHODS = frozenset({"manual_backward"})
+# ``accelerator.backward(loss)``, ``fabric.backward(loss)``, ``model_engine.backward(loss)``:
+# objects (by the last name of their expression) whose ``backward(x)`` backpropagates ``x``.
+BACKWARD_DELEGATE_NAMES = frozenset({"accelerator", "fabric", "engine", "model_engine", "deepspeed_engine"})
+# ``scaler.scale(loss).backward()``: the loss is the argument of ``scale``.
+LOSS_SCALING_METHODS = frozenset({"scale"})
+ZERO_GRAD_METHODS = frozenset({"zero_grad"})
+ZERO_GRAD_FUNCTIONS = frozenset({"torch._foreach_zero_"})
+# In-place methods that zero a gradient tensor (``p.grad.zero_()``, ``p.grad.data.fill_(0)``).
+GRAD_ZEROING_METHODS = frozenset({"zero_", "fill_"})
+STEP_METHODS = frozenset({"step"})
+# ``torch.optim`` classes that are not optimizers: their ``step()`` updates no parameter.
+NON_OPTIMIZER_PREFIXES = ("torch.optim.lr_scheduler.", "torch.optim.swa_utils.")
+# Assigned to ``p.grad``, these reset it.
+ZERO_FACTORIES = frozenset({"torch.zeros_like", "torch.zeros"})
+
+# Methods a framework calls with grad disabled when nothing in the file calls them
+# (Lightning runs its evaluation hooks under no_grad / inference_mode).
+CALLED_WITHOUT_GRAD_BY_FRAMEWORK = frozenset({"validation_step", "test_step", "predict_step"})

@@ -10,13 +10,15 @@ calls (transitively).  Anything that might zero the gradients keeps the rule sil
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
+
+import dataclasses
 
 import libcst as cst
 
 from torchlint import fixes
 from torchlint.analysis import FunctionInfo, Kind, TENSOR_KINDS, dotted_name, positional_args
+from torchlint.analysis.events import EventKind, last_name
 from torchlint.analysis.names import through_grad
 from torchlint.analysis.torch_api import NON_MUTATING_UNDERSCORE
 from torchlint.analysis.walk import scan
@@ -39,19 +41,6 @@ _HARMLESS_METHODS = frozenset(
     "unscale_ scale update item append extend format write info debug warning add_scalar add_scalars "
     "set_postfix set_description log_dict clip_grad_norm_ clip_grad_value_ synchronize".split()
 )
-_OPTIMIZER_NAME = re.compile(r"^(opt[a-z]?\d*|optim\w*|optimi[sz]er\w*)$")
-
-
-def _looks_like_optimizer(name: str) -> bool:
-    """``opt``, ``optG``, ``optimizer_d``, ``g_optim``, ``self.optimizer`` -- not ``opts``/``options``."""
-    lowered = name.lower()
-    if lowered in ("opts", "options", "optional"):
-        return False
-    return any(_OPTIMIZER_NAME.match(part) for part in lowered.split("_") if part) or bool(
-        _OPTIMIZER_NAME.match(lowered)
-    )
-
-
 def _root_name(expr: cst.BaseExpression) -> str | None:
     """``self`` for ``self.opt``, ``opts`` for ``opts[i]``; None for a call's result."""
     while True:
@@ -62,16 +51,6 @@ def _root_name(expr: cst.BaseExpression) -> str | None:
             expr = expr.value  # type: ignore[attr-defined]
         else:
             return None
-
-
-def _last_name(expr: cst.BaseExpression) -> str:
-    while type(expr) is cst.Subscript:
-        expr = expr.value  # type: ignore[attr-defined]
-    if type(expr) is cst.Attribute:
-        return expr.attr.value  # type: ignore[attr-defined]
-    if type(expr) is cst.Name:
-        return expr.value  # type: ignore[attr-defined]
-    return ""
 
 
 def _grad_owners(node: cst.CSTNode) -> list[str]:
@@ -99,6 +78,8 @@ class _Update:
     line: cst.CSTNode | None = None  # manual update: the statement line
     grad_owners: tuple[str, ...] = ()
     with_closure: bool = False  # opt.step(closure): the closure must zero, not the loop
+    # ids of the enclosing loops on whose every iteration the update runs (no `if` between).
+    every_iteration_of: frozenset[int] = frozenset()
 
 
 @dataclass
@@ -120,7 +101,8 @@ class _OpaqueCall:
 class _Facts:
     backward: bool = False
     updates: list[_Update] = field(default_factory=list)
-    zeroes: bool = False
+    zeroes: bool = False  # every gradient is reset (zero_grad(), or what is reset is unknown)
+    zeroed: set[str] = field(default_factory=set)  # tensors whose own gradient is reset (`w.grad = None`)
     helpers: list[FunctionInfo] = field(default_factory=list)
     opaque: list[_OpaqueCall] = field(default_factory=list)
     # Keys bound by assignment in the body, and names bound by loops nested in it.
@@ -142,7 +124,8 @@ class GradNotZeroed(Rule):
     code = "TL008"
     name = "grad-not-zeroed"
     summary = "A training loop calls backward() and updates but never zeroes the gradients"
-    fix_safety = FixSafety.UNSAFE
+    # Safe where the loop updates on every iteration; unsafe where the intent is unclear.
+    fix_safety = FixSafety.SAFE
     tokens = ("backward",)
 
     def __init__(self, *args: object, **kwargs: object) -> None:
@@ -194,75 +177,56 @@ class GradNotZeroed(Rule):
             function.backward_outside_loops = True
 
     def _record_update(self, update: _Update) -> None:
+        loops = frozenset(id(loop) for loop in self.ctx.loops if self.ctx.runs_every_iteration(loop))
+        update = dataclasses.replace(update, every_iteration_of=loops)
         for facts in self._enclosing():
             facts.updates.append(update)
         function = self._function_facts()
         if function is not None and not self.ctx.loops:
             function.updates_outside_loops.append(update)
 
-    def _record_zeroing(self) -> None:
+    def _record_zeroing(self, owner: cst.BaseExpression | None = None) -> None:
+        """A gradient reset: of one tensor's (``w.grad = None``), or of all (``opt.zero_grad()``)."""
+        key = dotted_name(owner) if owner is not None and self.ctx.value_of(owner).is_tensor else None
         for facts in self._enclosing():
-            facts.zeroes = True
+            if key is None:
+                facts.zeroes = True
+            else:
+                facts.zeroed.add(key)
 
     # ------------------------------------------------------------ events
     def visit_Call(self, node: cst.Call) -> None:
         if not self.ctx.loops and self.ctx.function is None:
             return  # module-level code outside loops cannot matter
+        event = self.ctx.autograd_event(node)
+        if event is not None:
+            if event.kind is EventKind.BACKWARD:
+                self._record_backward()
+            elif event.kind is EventKind.ZERO_GRAD:
+                self._record_zeroing(event.subject)
+            elif event.kind is EventKind.STEP:
+                self._record_step(node, event.subject)
+            if event.kind is not EventKind.GRAD:
+                return
         func = node.func
         # Runs for every call: exact type tests, not ``isinstance`` (slow on libcst's ABCs).
         method = func.attr.value if type(func) is cst.Attribute else None
-        qualified = self.ctx.qualify(func)
-        if method == "backward" or qualified == "torch.autograd.backward":
-            self._record_backward()
-            return
-        if method == "zero_grad" or qualified == "torch._foreach_zero_":
-            self._record_zeroing()
-            return
-        if method in ("zero_", "fill_") and through_grad(func.value):
-            self._record_zeroing()  # p.grad.zero_(), p.grad.data.zero_()
-            return
-        if type(func) is cst.Name and func.value == "setattr" and self._sets_grad(node):
-            self._record_zeroing()
-            return
-        if method == "step" and self._check_step(node, func):
-            return
         if method is not None and self._check_inplace_update(node, func, method):
             return
         self._check_call_target(node)
 
-    def _sets_grad(self, node: cst.Call) -> bool:
-        args = positional_args(node)
-        return len(args) >= 2 and isinstance(args[1], cst.SimpleString) and args[1].evaluated_value == "grad"
-
-    def _check_step(self, node: cst.Call, func: cst.Attribute) -> bool:
+    def _record_step(self, node: cst.Call, optimizer: cst.BaseExpression | None) -> None:
         """``opt.step()`` / ``scaler.step(opt)``: an optimizer update."""
-        candidates = [func.value, *positional_args(node)]
-        for expr in candidates:
-            if self._is_optimizer(expr):
-                key = dotted_name(expr)
-                # An optimizer class of this file may zero in its own step(); an LBFGS closure runs.
-                helpers = [self.ctx.resolve_function(f) for f in (func, *(arg.value for arg in node.args))]
-                closure = any(h is not None for h in helpers[1:]) or any(
-                    isinstance(arg.value, cst.Lambda) for arg in node.args
-                )
-                self._record_update(_Update(key or fixes.source_of(expr), key, _root_name(expr), with_closure=closure))
-                for helper in helpers:
-                    if helper is not None:
-                        self._record_helper(helper)
-                return True
-        return False
-
-    def _is_optimizer(self, expr: cst.BaseExpression) -> bool:
-        value = self.ctx.value_of(expr)
-        if value.kind is Kind.OPTIMIZER:
-            return True
-        if value.kind is Kind.OBJECT and value.cls is not None:
-            # A class of this file with step() and zero_grad(), or one derived from torch.optim.
-            cls = value.cls
-            return (cls.method("step") is not None and cls.method("zero_grad") is not None) or any(
-                isinstance(base, str) and base.startswith("torch.optim.") for base in cls.bases
-            )
-        return value.kind is Kind.UNKNOWN and _looks_like_optimizer(_last_name(expr))
+        assert optimizer is not None
+        func = node.func
+        key = dotted_name(optimizer)
+        # An optimizer class of this file may zero in its own step(); an LBFGS closure runs.
+        helpers = [self.ctx.resolve_function(f) for f in (func, *(arg.value for arg in node.args))]
+        closure = any(h is not None for h in helpers[1:]) or any(isinstance(arg.value, cst.Lambda) for arg in node.args)
+        self._record_update(_Update(key or fixes.source_of(optimizer), key, _root_name(optimizer), with_closure=closure))
+        for helper in helpers:
+            if helper is not None:
+                self._record_helper(helper)
 
     def _check_inplace_update(self, node: cst.Call, func: cst.Attribute, method: str) -> bool:
         """``w.sub_(lr * w.grad)`` / ``w.data.add_(w.grad, alpha=-lr)`` on a trainable leaf."""
@@ -311,8 +275,11 @@ class GradNotZeroed(Rule):
             self._note_assignment(node.asname.name)
 
     def _note_assignment(self, target: cst.BaseExpression) -> None:
-        if through_grad(target) or (isinstance(target, cst.Attribute) and target.attr.value == "grad"):
-            self._record_zeroing()  # p.grad = None, p.grad = torch.zeros_like(p)
+        if isinstance(target, cst.Attribute) and target.attr.value == "grad":
+            self._record_zeroing(target.value)  # p.grad = None, p.grad = torch.zeros_like(p)
+            return
+        if through_grad(target):
+            self._record_zeroing()
             return
         if not self.ctx.loops:
             return
@@ -326,7 +293,7 @@ class GradNotZeroed(Rule):
         for target in targets:
             expr = target.value if isinstance(target, cst.Element) else target
             if isinstance(expr, cst.Attribute) and expr.attr.value == "grad":
-                self._record_zeroing()
+                self._record_zeroing(expr.value)
 
     # ------------------------------------------------------------ calls into other code
     def _check_call_target(self, node: cst.Call) -> None:
@@ -355,7 +322,7 @@ class GradNotZeroed(Rule):
         if qualified is not None:
             if qualified.split(".")[0] in _HARMLESS_MODULES:
                 return None
-            return _OpaqueCall(_last_name(func), self._arg_roots(node), self._holds_parameters(node))
+            return _OpaqueCall(last_name(func), self._arg_roots(node), self._holds_parameters(node))
         if type(func) is cst.Name:
             if func.value in _HARMLESS_BUILTINS:
                 return None
@@ -423,6 +390,7 @@ class GradNotZeroed(Rule):
     def _fails(self, loop: _Loop) -> bool:
         facts = loop.facts
         backward, updates, zeroes = facts.backward, list(self._own_updates(loop)), facts.zeroes
+        zeroed = set(facts.zeroed)
         opaque = list(facts.opaque)
         for helper in self._helpers_of(facts):
             summary = self._functions.get(id(helper))
@@ -431,9 +399,12 @@ class GradNotZeroed(Rule):
             backward = backward or summary.backward_outside_loops
             updates.extend(summary.updates_outside_loops)
             zeroes = zeroes or summary.zeroes
+            zeroed |= summary.zeroed
             opaque.extend(summary.opaque)
         if not backward or not updates or zeroes:
             return False
+        if zeroed and not self._unreset_owners(updates, zeroed):
+            return False  # each manually updated tensor's gradient is reset (an optimizer's too, then)
         roots = {u.root for u in updates if u.root is not None}
         return not any(call.may_zero(roots) for call in opaque)
 
@@ -474,11 +445,18 @@ class GradNotZeroed(Rule):
     def _fix(self, loop: _Loop, updates: list[_Update]) -> Fix | None:
         if not updates:
             return None
+        fix = None
         if all(u.optimizer is not None for u in updates):
-            return self._zero_grad_fix(loop, updates)
-        if all(u.optimizer is None for u in updates):
-            return self._set_to_none_fix(loop, updates)
-        return None
+            fix = self._zero_grad_fix(loop, updates)
+        elif all(u.optimizer is None for u in updates):
+            fix = self._set_to_none_fix(loop, updates)
+        if fix is None:
+            return None
+        # A loop that updates on every iteration means one step per gradient: adding the
+        # reset is what it needs (safe).  Conditional or helper-made updates may be
+        # deliberate accumulation: the intent is unclear (unsafe).
+        safe = not loop.facts.helpers and all(id(loop.node) in u.every_iteration_of for u in updates)
+        return dataclasses.replace(fix, safety=FixSafety.SAFE if safe else FixSafety.UNSAFE)
 
     def _zero_grad_fix(self, loop: _Loop, updates: list[_Update]) -> Fix | None:
         keys = {u.key for u in updates}
@@ -496,21 +474,41 @@ class GradNotZeroed(Rule):
         first = body.body[0]
         return Fix(f"call `{key}.zero_grad()` at the top of the loop", ((first, cst.FlattenSentinel([line, first])),))
 
+    @staticmethod
+    def _unreset_owners(updates: list[_Update], zeroed: set[str]) -> list[str]:
+        """Tensors a manual update reads the gradient of that nothing in the loop resets (an
+        optimizer step, or an update whose gradient source is not named, counts as reset once
+        the loop resets some gradient: it may be the right one)."""
+        return [o for u in updates if u.optimizer is None for o in u.grad_owners if o not in zeroed]
+
     def _set_to_none_fix(self, loop: _Loop, updates: list[_Update]) -> Fix | None:
         replacements = []
         order = _BodyOrder(loop.node.body)
+        reset: list[str] = []
         for update in updates:
             line = update.line
             if not isinstance(line, cst.SimpleStatementLine) or not update.grad_owners:
                 return None
-            if any(order.unsafe_to_reset(owner, line) for owner in update.grad_owners):
+            owners = [o for o in update.grad_owners if o not in loop.facts.zeroed]
+            if not owners:
+                continue
+            if any(order.unsafe_to_reset(owner, line) for owner in owners):
                 return None
-            resets = [cst.parse_statement(f"{owner}.grad = None\n") for owner in update.grad_owners]
+            resets = [cst.parse_statement(self._reset_statement(owner)) for owner in owners]
             replacements.append((line, cst.FlattenSentinel([line, *resets])))
-        if len({id(old) for old, _ in replacements}) != len(replacements):
+            reset += owners
+        if not replacements or len({id(old) for old, _ in replacements}) != len(replacements):
             return None
-        owners = ", ".join(f"`{o}.grad`" for u in updates for o in u.grad_owners)
-        return Fix(f"set {owners} to None after the update", tuple(replacements))
+        owners = ", ".join(f"`{o}.grad`" for o in reset)
+        how = "zero" if self._zeroes_in_place() else "set to None"
+        return Fix(f"{how} {owners} after the update", tuple(replacements))
+
+    def _zeroes_in_place(self) -> bool:
+        """The file's own style of resetting gradients: ``w.grad.zero_()`` or ``w.grad = None``."""
+        return ".grad.zero_()" in self.ctx.source or ".grad.data.zero_()" in self.ctx.source
+
+    def _reset_statement(self, owner: str) -> str:
+        return f"{owner}.grad.zero_()\n" if self._zeroes_in_place() else f"{owner}.grad = None\n"
 
 
 def _bound_names(target: cst.BaseExpression) -> set[str]:
