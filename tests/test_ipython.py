@@ -375,6 +375,19 @@ def test_grad_mode_switches_and_mutations_in_earlier_cells_count(shell: Interact
     assert "TL002" in run(shell, "v -= 1")
 
 
+def left_out(earlier: list[str], cell: str) -> list[str]:
+    """The first lines of the earlier top-level statements the check of ``cell`` leaves out."""
+    linter = CellLinter()
+    rules = resolve_rules(Settings())
+    for text in earlier:
+        linter.run(text, None, rules, Settings().rule_options)
+    facts = [f for c in linter.cells for f in c.statement_facts()]
+    program = extension_module.cell_program(cell)
+    kept = relevant(facts, extension_module.cell_facts(program, extension_module.parse(program).body))
+    statements = [line for text in earlier for line in text.split("\n") if line and not line.startswith(" ")]
+    return [statement for statement, keep in zip(statements, kept) if not keep]
+
+
 def test_the_slice_keeps_what_the_cell_depends_on() -> None:
     earlier = [
         "import torch\nimport torch.nn as nn\n",
@@ -384,17 +397,12 @@ def test_the_slice_keeps_what_the_cell_depends_on() -> None:
         "scale = 2.0\nother = 3\n",
         "print('setup done')\n",
     ]
-    cell = "model = Net()\nout = model(torch.ones(2))\n"
-    linter = CellLinter()
-    rules = resolve_rules(Settings())
-    for text in earlier:
-        linter.run(text, None, rules, Settings().rule_options)
-    facts = [f for c in linter.cells for f in c.statement_facts()]
-    program = extension_module.cell_program(cell)
-    module = extension_module.parse(program)
-    kept = relevant(facts, extension_module.cell_facts(program, module.body))
-    statements = [line for text in earlier for line in text.split("\n") if line and not line.startswith(" ")]
-    assert [s for s, keep in zip(statements, kept) if not keep] == ["def unrelated():", "other = 3"]
+    assert left_out(earlier, "model = Net()\nout = model(torch.ones(2))\n") == ["def unrelated():", "other = 3"]
+
+
+def test_the_slice_keeps_call_sites_of_what_the_cell_defines() -> None:
+    earlier = ["import torch\nb = torch.zeros(3)\nc = 1\n", "def train():\n    update(b)\n", "def other():\n    pass\n"]
+    assert left_out(earlier, "def update(p):\n    p.add_(1)\n") == ["c = 1", "def other():"]
 
 
 # ---------------------------------------------------------------- in Jupyter

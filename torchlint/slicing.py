@@ -15,8 +15,9 @@ change a finding, so every doubt keeps the statement.
    body uses.  A class body runs at once: what it mentions outside its methods counts.
  - Any other statement may change every name it mentions (``w.add_(1)``, ``f(w)``).
  - Imports, statements that may switch grad mode (the analyzer's own test: a call
-   whose name has "grad" or "inference" in it), and statements that touch no name bound
-   in the program (``print("epoch")``, ``torch.manual_seed(0)``) are always kept.
+   whose name has "grad" or "inference" in it), statements that touch no name bound
+   in the program (``print("epoch")``, ``torch.manual_seed(0)``), and statements that
+   mention a function or class the new cell defines (call sites of it) are always kept.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ class Facts:
     affects: frozenset[str]  # names its own execution may bind or change
     binds: frozenset[str]  # names it binds at module level, other than by import
     always: bool = False  # kept in every program
+    defines: frozenset[str] = frozenset()  # the function or class a def or class statement binds
 
 
 _UNKNOWN = Facts(frozenset(), frozenset(), frozenset(), always=True)
@@ -64,7 +66,10 @@ def cell_facts(program: str, statements: Sequence[cst.BaseStatement]) -> list[Fa
 def relevant(earlier: Sequence[Facts], cell: Sequence[Facts]) -> list[bool]:
     """For each earlier statement, whether the new cell's analysis needs it."""
     tracked = frozenset().union(*(f.binds for f in earlier))
-    kept = [f.always or f.affects.isdisjoint(tracked) for f in earlier]
+    # Earlier functions calling one the cell defines are call sites of it (its parameters'
+    # values and grad mode come from every call site).
+    defined = frozenset().union(*(f.defines for f in cell))
+    kept = [f.always or f.affects.isdisjoint(tracked) or not f.mentions.isdisjoint(defined) for f in earlier]
     needed = set().union(*(f.mentions for f in cell), *(f.mentions for f, keep in zip(earlier, kept) if keep))
     needed &= tracked
     changed = True
@@ -89,6 +94,7 @@ def _merged(parts: list[Facts]) -> Facts:
         frozenset().union(*(p.affects for p in parts)),
         frozenset().union(*(p.binds for p in parts)),
         any(p.always for p in parts),
+        frozenset().union(*(p.defines for p in parts)),
     )
 
 
@@ -103,7 +109,8 @@ def _facts(statement: ast.stmt) -> Facts:
         _Scan(affects, set(), enter_functions=False).run([statement], frozenset(), module_level=True)
     else:
         affects = mentions
-    return Facts(frozenset(mentions), frozenset(affects), frozenset(binds), always)
+    defines = frozenset({statement.name}) if isinstance(statement, _SCOPES) else frozenset()
+    return Facts(frozenset(mentions), frozenset(affects), frozenset(binds), always, defines)
 
 
 class _Scan:
