@@ -223,6 +223,21 @@ def test_an_internal_error_is_reported_once_and_the_cells_run(shell: Interactive
     assert "internal error" not in run(shell, "%%torchlint\nz = 1\n")  # shown once, in the magic too
 
 
+def test_a_cell_that_sets_off_a_bug_leaves_the_context(shell: InteractiveShell, monkeypatch: pytest.MonkeyPatch) -> None:
+    analyse = extension_module._analyse
+
+    def fails_on_boom(program, source, *args):  # type: ignore[no-untyped-def]
+        if "boom = 0.1" in program.code:
+            raise KeyError("boom")
+        return analyse(program, source, *args)
+
+    monkeypatch.setattr(extension_module, "_analyse", fails_on_boom)
+    run(shell, SETUP)
+    assert "internal error (KeyError: 'boom')" in run(shell, "boom = 0.1")
+    output = run(shell, "w -= boom * w.grad")  # would bring `boom = 0.1` in, had it stayed
+    assert "TL002" in output and "internal error" not in output
+
+
 def test_unload_and_reload(shell: InteractiveShell) -> None:
     run(shell, SETUP)
     run(shell, "%unload_ext torchlint")

@@ -132,6 +132,9 @@ class CellLinter:
         except RecursionError:
             cell.statements = ()
             return CellCheck(program=cell.program, error=SourceError("too deeply nested to analyse"))
+        except Exception:
+            cell.statements = ()  # a bug this cell sets off is not set off again by every later cell
+            raise
 
     def _lint(self, cell: _Cell, context: Sequence[_Cell], rules: Sequence[type[Rule]], options: RuleOptions) -> CellCheck:
         module = parse(cell.program)
@@ -176,6 +179,9 @@ def _parsed(cell: _Cell) -> bool:
             cell.statements = parse(cell.program).body
         except (SourceError, RecursionError):
             cell.statements = ()
+        except Exception:
+            cell.statements = ()  # reported once by the caller; the cell leaves the program
+            raise
     return bool(cell.statements)
 
 
