@@ -287,6 +287,14 @@ async def test_bad_input_gets_one_diagnostic_and_the_server_keeps_serving(client
 
 
 @lsp
+async def test_a_syntax_error_is_reported_without_any_rule_token(client: LanguageClient, workspace: Path):
+    """No rule can fire on this file, so nothing but the syntax check looks at it."""
+    (diagnostic,) = await open_file(client, workspace / "no_tokens.py", "x = 1\nif x\n    y = 2\n")
+    assert diagnostic.severity == types.DiagnosticSeverity.Error and "syntax error" in diagnostic.message
+    assert diagnostic.range.start.line == 1
+
+
+@lsp
 async def test_changes_are_debounced(client: LanguageClient, workspace: Path):
     path = workspace / "typing.py"
     await open_file(client, path, MISTAKE)

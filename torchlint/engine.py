@@ -28,7 +28,7 @@ from torchlint.noqa import (
     Use,
     file_exempt_codes,
     file_is_exempt,
-    physical_lines,
+    NoqaLines,
     run_audits,
     suppression,
 )
@@ -107,6 +107,23 @@ def parse(source: str) -> cst.Module:
         raise SourceError(_TOO_DEEP) from None
     except cst.CSTValidationError as error:  # e.g. "a" b"x": parses, but is not valid Python
         raise SourceError(f"syntax error: {error}") from None
+
+
+def check_syntax(source: str) -> None:
+    """``SourceError`` if ``source`` does not parse, as ``parse`` would raise it, for a
+    fraction of the cost: CPython's parser alone (no libcst tree) when it accepts the
+    source.  When it rejects it, ``parse`` decides (libcst accepts syntax newer than
+    this interpreter, and it names the problem the way files with findings get it)."""
+    if len(source) > MAX_SOURCE_BYTES:
+        raise SourceError(too_large(len(source)))
+    try:
+        with warnings.catch_warnings(), _gc_paused():
+            warnings.simplefilter("ignore")  # invalid escape sequences and the like
+            compile(source, "<torchlint>", "exec", flags=ast.PyCF_ONLY_AST, dont_inherit=True)
+        return
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        pass
+    parse(source)
 
 
 # Deepest syntax tree analysed.  Real code stays under 100 levels (94 is the
@@ -291,8 +308,8 @@ def lint_source(
 ) -> LintResult:
     """Lint one module's source with the given rules.
 
-    ``respect_noqa`` False leaves line-level ``# noqa`` comments to the caller (flake8
-    applies them itself); torchlint's own file-level ``# torchlint: noqa`` always counts.
+    ``respect_noqa`` False leaves ``# noqa`` and ``# flake8: noqa`` comments to the caller
+    (flake8 applies them itself); torchlint's own file-level ``# torchlint: noqa`` always counts.
     """
     try:
         # A file's trees are built and dropped in one go: generational collections
@@ -304,23 +321,26 @@ def lint_source(
 
 
 def _lint_source(source: str, rules: Sequence[type[Rule]], options: RuleOptions, respect_noqa: bool) -> LintResult:
-    if file_is_exempt(source):
+    # ``# flake8: noqa`` is a noqa comment: the caller that applies those (flake8) decides.
+    if file_is_exempt(source, flake8=respect_noqa):
+        check_syntax(source)  # like ruff: a syntax error cannot be silenced
         return LintResult([])
     options = _with_fix_style(options, rules)
-    exempt = file_exempt_codes(source)
+    exempt = file_exempt_codes(source, flake8=respect_noqa)
     if exempt:
         rules = [r for r in rules if not any(r.code.startswith(code) for code in exempt)]
     # Rules that audit noqa comments run after the others, and only when noqa comments count.
     audits = active_rules(source, [r for r in rules if issubclass(r, NoqaAudit)]) if respect_noqa else []
     checks = active_rules(source, [r for r in rules if not issubclass(r, NoqaAudit)])
     if not checks and not audits:
+        check_syntax(source)  # nothing to analyse, but a syntax error is still reported
         return LintResult([])
     module = parse(source)
     diagnostics = _analyse(module, source, checks, options) if checks else []
     if not diagnostics and not audits:
         return LintResult([], module, parsed=True)
     positions = node_positions(module)
-    lines = physical_lines(source)
+    lines = NoqaLines(source)
     used: set[Use] = set()
     findings = _position(diagnostics, positions, lines if respect_noqa else None, used)
     if audits:

@@ -167,6 +167,11 @@ def inplace_updates(
             plain_end = cst.TrailingWhitespace(newline=line.trailing_whitespace.newline)
             block = wrap_in_no_grad(line.with_changes(trailing_whitespace=plain_end), in_place, torch_name)
             return replace(description, line, cst.FlattenSentinel([block, *_lines(kept, (), line.trailing_whitespace)]))
+        if torch_name and isinstance(line, cst.SimpleStatementLine) and any(s is small for s in line.body) and not kept:
+            # `a; w -= g`: the line is split so the update can have its block (a `.data`
+            # fallback would write what TL011 reports).
+            return replace(f"update {targets} in place under `torch.no_grad()`", line,
+                           _split_around(line, small, in_place, torch_name))
     statements = [
         cst.Expr(method_call(data_of(u.target), u.method, u.args)) if isinstance(u, InplaceUpdate)
         else u.with_changes(semicolon=cst.MaybeSentinel.DEFAULT)
@@ -174,6 +179,28 @@ def inplace_updates(
     ]
     data_targets = ", ".join(f"`{source_of(u.target)}.data`" for u in updates if isinstance(u, InplaceUpdate))
     return _replace_statements(f"update {data_targets} in place", small, line, statements, semicolon)
+
+
+def _split_around(
+    line: cst.SimpleStatementLine, small: cst.BaseSmallStatement, in_place: list[cst.BaseSmallStatement],
+    torch_name: str,
+) -> cst.FlattenSentinel:
+    """The statements before ``small`` on its line, ``small`` replaced by a no_grad block, and
+    the statements after it, each group on lines of its own."""
+    index = next(i for i, s in enumerate(line.body) if s is small)
+    before, after = list(line.body[:index]), list(line.body[index + 1 :])
+    plain_end = cst.TrailingWhitespace(newline=line.trailing_whitespace.newline)
+    parts: list[cst.BaseStatement] = []
+    if before:
+        before[-1] = before[-1].with_changes(semicolon=cst.MaybeSentinel.DEFAULT)
+        parts.append(line.with_changes(body=before, trailing_whitespace=plain_end))
+    last_end = line.trailing_whitespace if not after else plain_end
+    block_line = line.with_changes(leading_lines=() if before else line.leading_lines, trailing_whitespace=last_end)
+    parts.append(wrap_in_no_grad(block_line, in_place, torch_name))
+    if after:
+        after[-1] = after[-1].with_changes(semicolon=cst.MaybeSentinel.DEFAULT)
+        parts.append(cst.SimpleStatementLine(body=after, trailing_whitespace=line.trailing_whitespace))
+    return cst.FlattenSentinel(parts)
 
 
 def _no_grad_form(update: InplaceUpdate) -> cst.BaseSmallStatement:
