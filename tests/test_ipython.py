@@ -107,6 +107,14 @@ def test_noqa_comments_work_in_cells(shell: InteractiveShell) -> None:
     assert "TL002 [*]" in run(shell, f"{UPDATE}  # noqa: TL001")
 
 
+def test_an_indented_cell_runs_dedented_and_columns_count_as_written(shell: InteractiveShell) -> None:
+    run(shell, SETUP)
+    output = run(shell, f"    {UPDATE}\n    print('ran')\n")
+    assert output.startswith("In[3]:1:5: TL002")
+    assert "1 |     w -= 0.1 * w.grad" in output and "+ 1 |     w.data.sub_(0.1 * w.grad)" in output
+    assert "RuntimeError" in output  # IPython ran it
+
+
 # ---------------------------------------------------------------- magics
 def test_off_and_on(shell: InteractiveShell) -> None:
     run(shell, SETUP)

@@ -57,13 +57,19 @@ MAGIC = "torchlint"
 USAGE = "%torchlint [on | off | select CODE,... | select default]; %%torchlint checks a cell without running it"
 
 
+def cell_notebook(text: str) -> Notebook:
+    """A notebook of this one cell: its program is the cell as Python, exactly as in notebook
+    files (IPython syntax masked, same line count, dedented as IPython runs it), and it maps
+    positions back into the cell.  No cells: a cell magic whose body is not Python (``%%bash``)."""
+    document = {"cells": [{"cell_type": "code", "source": text, "metadata": {}}], "metadata": {}}
+    return Notebook(json.dumps(document))
+
+
 def cell_program(text: str) -> str | None:
-    """The cell as Python, IPython syntax masked exactly as in notebook files (same line
-    count); None for a cell under a cell magic whose body is not Python (``%%bash``)."""
+    """The cell as Python (see ``cell_notebook``); None for a cell that is not Python."""
     if not text.strip():
         return ""
-    document = {"cells": [{"cell_type": "code", "source": text, "metadata": {}}], "metadata": {}}
-    notebook = Notebook(json.dumps(document))
+    notebook = cell_notebook(text)
     return notebook.cells[0].program_text if notebook.cells else None
 
 
@@ -165,7 +171,17 @@ class CellLinter:
             audit_diagnostics = run_audits(audits, module, positions, used, {r.code for r in rules}, options)
             findings += _position(audit_diagnostics, positions, lines, set())
         findings.sort(key=lambda f: (f.line, f.col, f.code))
-        return CellCheck(with_fix_edits(LintResult(findings, module, parsed=True), cell.program), cell.program)
+        findings = with_fix_edits(LintResult(findings, module, parsed=True), cell.program)
+        return CellCheck(_in_cell_as_written(findings, cell.text), cell.program)
+
+
+def _in_cell_as_written(findings: Sequence[Finding], text: str) -> list[Finding]:
+    """Columns (and fixes) counted in the cell as written: a cell whose first line is
+    indented runs dedented."""
+    if not text[:1].isspace():
+        return list(findings)
+    notebook = cell_notebook(text)
+    return [dataclasses.replace(notebook.to_cells(finding), cell=None) for finding in findings]
 
 
 def _same_cell(cell: _Cell, text: str, key: str | None) -> bool:
