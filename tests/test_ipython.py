@@ -22,7 +22,8 @@ from traitlets.config import Config
 import torchlint
 from conftest import ROOT
 from torchlint import ipython as extension_module
-from torchlint.engine import lint_source
+from torchlint.datatypes import Finding
+from torchlint.engine import lint_source, with_fix_edits
 from torchlint.ipython import CellLinter, TorchlintExtension
 from torchlint.notebook import Notebook
 from torchlint.settings import Settings, resolve_rules
@@ -365,8 +366,20 @@ def cells_of(source: str, count: int) -> list[str]:
     return ["".join(lines[start:end]) for start, end in zip(bounds, bounds[1:]) if end > start]
 
 
+def _comparable(finding: Finding, lines_before: int, last_line: int | None = None) -> tuple:
+    """A finding and its fix, with lines counted from ``lines_before`` + 1; the fix's edits
+    only if they all fall before ``last_line`` (as in notebooks: edits of earlier cells are not shown)."""
+    edits = tuple((e.line - lines_before, e.col, e.end_line - lines_before, e.end_col, e.content) for e in finding.edits)
+    if last_line is not None:
+        after = (last_line - lines_before + 1, 1)  # where the next cell starts
+        if any(line < 1 or (end_line, end_col) > after for line, _, end_line, end_col, _ in edits):
+            edits = ()
+    fix = (finding.fix.description, finding.fix.safety) if finding.fix else None
+    return finding.code, finding.line - lines_before, finding.col, finding.message, fix, edits
+
+
 def test_every_fixture_cut_into_cells_gives_the_findings_of_the_whole_file() -> None:
-    """Each cell's findings, checked against the cells before it, are the findings that
+    """Each cell's findings and fixes, checked against the cells before it, are those that
     linting those cells as one file gives in that cell; statements are really left out."""
     rules = resolve_rules(Settings(select=("ALL",)))
     compared = left_out = 0
@@ -377,10 +390,10 @@ def test_every_fixture_cut_into_cells_gives_the_findings_of_the_whole_file() -> 
         for index, cell in enumerate(cells):
             fast = linter.run(cell, None, rules, Settings().rule_options).findings
             last_line = first_line + cell.count("\n") - 1
-            whole = lint_source("".join(cells[: index + 1]), rules).findings
-            expected = [(f.code, f.line - first_line + 1, f.col, f.message) for f in whole
-                        if first_line <= f.line <= last_line]
-            assert [(f.code, f.line, f.col, f.message) for f in fast] == expected, (path.name, index)
+            program = "".join(cells[: index + 1])
+            whole = with_fix_edits(lint_source(program, rules), program)
+            expected = [_comparable(f, first_line - 1, last_line) for f in whole if first_line <= f.line <= last_line]
+            assert [_comparable(f, 0) for f in fast] == expected, (path.name, index)
             compared += len(expected)
             first_line = last_line + 1
         facts = [f for c in linter.cells[:-1] for f in c.statement_facts()]

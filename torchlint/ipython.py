@@ -26,7 +26,7 @@ import io
 import json
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
@@ -42,11 +42,12 @@ from torchlint.engine import (
     _analyse,
     _gc_paused,
     _position,
+    _with_fix_style,
     active_rules,
     parse,
     with_fix_edits,
 )
-from torchlint.noqa import NoqaAudit, Use, file_exempt_codes, file_is_exempt, physical_lines, run_audits
+from torchlint.noqa import NoqaAudit, NoqaLines, Use, file_exempt_codes, file_is_exempt, run_audits
 from torchlint.notebook import Notebook
 from torchlint.output import format_full
 from torchlint.rule import Rule, RuleOptions
@@ -145,8 +146,10 @@ class CellLinter:
     def _lint(self, cell: _Cell, context: Sequence[_Cell], rules: Sequence[type[Rule]], options: RuleOptions) -> CellCheck:
         module = parse(cell.program)
         cell.statements = module.body
+        # As the engine's lint_source does for a file, with the cell as the file.
         if file_is_exempt(cell.program):
             return CellCheck(program=cell.program)
+        options = _with_fix_style(options, rules)
         exempt = file_exempt_codes(cell.program)
         if exempt:
             rules = [r for r in rules if not any(r.code.startswith(code) for code in exempt)]
@@ -164,7 +167,7 @@ class CellLinter:
         # Positions of the new cell's nodes only, counted in its lines; the rest are earlier cells'.
         positions = node_positions(module)
         in_cell = [d for d in diagnostics if d.node in positions and (d.statement is None or d.statement in positions)]
-        lines = physical_lines(cell.program)
+        lines = NoqaLines(cell.program)
         used: set[Use] = set()
         findings = _position(in_cell, positions, lines, used)
         if audits:
@@ -172,7 +175,14 @@ class CellLinter:
             findings += _position(audit_diagnostics, positions, lines, set())
         findings.sort(key=lambda f: (f.line, f.col, f.code))
         findings = with_fix_edits(LintResult(findings, module, parsed=True), cell.program)
+        # A fix that changes an earlier cell too cannot be shown as an edit of this one (as in
+        # notebook files): its description stays, without the diff.
+        findings = [f if _fix_within(f, positions) else dataclasses.replace(f, edits=()) for f in findings]
         return CellCheck(_in_cell_as_written(findings, cell.text), cell.program)
+
+
+def _fix_within(finding: Finding, positions: Mapping[cst.CSTNode, object]) -> bool:
+    return finding.fix is None or all(old in positions for old, _ in finding.fix.replacements)
 
 
 def _in_cell_as_written(findings: Sequence[Finding], text: str) -> list[Finding]:
