@@ -49,7 +49,7 @@ from torchlint.engine import (
 )
 from torchlint.noqa import NoqaAudit, NoqaLines, Use, file_exempt_codes, file_is_exempt, run_audits
 from torchlint.notebook import Notebook
-from torchlint.output import format_full
+from torchlint.output.text import format_full
 from torchlint.rule import Rule, RuleOptions
 from torchlint.settings import Settings, SettingsError, resolve_rules, validate_selectors
 from torchlint.slicing import Facts, cell_facts, relevant
