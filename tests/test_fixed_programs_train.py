@@ -180,3 +180,45 @@ def test_unsafe_fixes_train(name: str, style: FixStyle) -> None:
     source = PROGRAMS[name]
     trained, remaining, fixed = outcome_after_fix(source, unsafe=True, style=style)
     assert trained.trains, f"does not train after --fix --unsafe-fixes ({remaining=}):\n{fixed}\n{trained}"
+
+
+# --------------------------------------------------------------- rule pages and bundled examples
+def _pages_and_examples() -> dict[str, tuple[str, list]]:
+    from conftest import ROOT
+    from torchlint.rulebook import page_for
+    from torchlint.rules import all_rules
+
+    found: dict[str, tuple[str, list]] = {}
+    for rule in all_rules():
+        page = page_for(rule)
+        if page is not None and "bad" in page.blocks:
+            found[f"page/{rule.code}"] = (page.blocks["bad"], sorted({*DEFAULT_RULES, rule}, key=lambda r: r.code))
+    for path in sorted((ROOT / "examples").rglob("*.py")):
+        found[f"examples/{path.name}"] = (path.read_text(encoding="utf-8"), DEFAULT_RULES)
+    return found
+
+
+PAGES_AND_EXAMPLES = _pages_and_examples()
+
+
+def _works(source: str) -> str | None:
+    """Why the program does not work (None: it runs, and trains where it records its losses)."""
+    from torchlint.verify import _training_problem, run_program
+
+    outcome = run_program(source)
+    if outcome.error is not None:
+        return f"{type(outcome.error).__name__}: {outcome.error}"
+    return _training_problem(outcome) if outcome.losses is not None else None
+
+
+@pytest.mark.parametrize("name", sorted(PAGES_AND_EXAMPLES))
+def test_page_examples_and_bundled_examples_work_after_the_fix(name: str) -> None:
+    source, rules = PAGES_AND_EXAMPLES[name]
+    default = fix_source(source, rules, RuleOptions())
+    remaining = [f.code for f in lint_source(default.source, rules).findings]
+    problem = _works(default.source)
+    assert problem is None or remaining, f"after --fix: {problem}, nothing reported:\n{default.source}"
+    unsafe = fix_source(source, rules, RuleOptions(), unsafe=True)
+    if any(f.fix is None for f in lint_source(unsafe.source, rules).findings):
+        return  # what has no fix at all is reported, and stays so
+    assert _works(unsafe.source) is None, f"after --fix --unsafe-fixes: {_works(unsafe.source)}:\n{unsafe.source}"
