@@ -274,11 +274,22 @@ class Analyzer(cst.CSTVisitor):
 
     def runs_every_iteration(self, loop: cst.For | cst.While) -> bool:
         """Whether the current point runs on every iteration of the enclosing ``loop``: nothing
-        but ``with`` blocks stands between them (no ``if``, ``try`` or inner loop)."""
+        but ``with`` blocks and loops over parameters (``for p in model.parameters()``) stands
+        between them (no ``if``, ``try`` or other inner loop)."""
         for index, node in enumerate(self.compound):
             if node is loop:
-                return all(type(inner) is cst.With for inner in self.compound[index + 1 :])
+                return all(
+                    type(inner) is cst.With or self._loops_over_parameters(inner)
+                    for inner in self.compound[index + 1 :]
+                )
         return False
+
+    def _loops_over_parameters(self, node: cst.CSTNode) -> bool:
+        if type(node) is not cst.For:
+            return False
+        iterated = self.value_of(node.iter)  # type: ignore[attr-defined]
+        return iterated.kind is Kind.COLLECTION and iterated.element is not None and (
+            iterated.element.kind is Kind.LEAF and "parameter" in iterated.element.tags)
     def value_flow(self, region: cst.CSTNode) -> ValueFlow:
         """Escape analysis over ``region`` (a function or the module): where a name's value goes
         (``torchlint.analysis.uses``).  Built once per region and file."""
