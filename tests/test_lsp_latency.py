@@ -145,6 +145,14 @@ def change_document(client: LanguageClient, uri: str, version: int, text: str) -
     )
 
 
+async def started_workers(server_pid: int, timeout: float = 30.0) -> list[int]:
+    """The worker the server starts at initialisation, once it is up (slow on a loaded machine)."""
+    deadline = time.monotonic() + timeout
+    while not (found := worker_pids(server_pid)) and time.monotonic() < deadline:
+        await asyncio.sleep(0.05)
+    return found
+
+
 def worker_pids(server_pid: int) -> list[int]:
     """The server's lint worker processes (read from /proc)."""
     pids = []
@@ -291,7 +299,7 @@ async def client(lsp_client: LanguageClient, workspace: Path):
 async def test_a_stale_lint_is_never_published(client: LanguageClient, workspace: Path):
     # The module's first lint: the server cannot yet tell how long a lint takes, so it lets
     # the stale one finish (it is not cancelled, see below) and drops its result.
-    workers = worker_pids(client._server.pid) if HAS_PROC else []  # type: ignore[union-attr]
+    workers = await started_workers(client._server.pid) if HAS_PROC else []  # type: ignore[union-attr]
     text = module_of(3000)  # its lint takes longer than the 0.1 s before the change
     uri = open_document(client, workspace / "stale.py", text)
     await asyncio.sleep(0.1)
