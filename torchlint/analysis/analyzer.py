@@ -15,6 +15,7 @@ resolved from every call site in the file once the whole file has been seen.
 from __future__ import annotations
 
 import functools
+import re
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -26,7 +27,7 @@ from torchlint.analysis import torch_api as api
 from torchlint.analysis.events import AutogradEvent
 from torchlint.analysis.uses import ValueFlow
 from torchlint.analysis.flow import Flow
-from torchlint.analysis.names import ImportTable, dotted_name, through_grad
+from torchlint.analysis.names import ImportTable, dotted_expression, dotted_name, through_grad
 from torchlint.analysis.walk import NodeHooks, Walker, callback_methods, node_types_named, scan
 from torchlint.analysis.scopes import (
     DISABLED,
@@ -87,6 +88,16 @@ class _GradReadCollector(cst.CSTVisitor):
         return False
 
 
+_OTHER_FRAMEWORK_IMPORT = re.compile(
+    r"^[ \t]*(?:import|from)[ \t]+(?:%s)\b" % "|".join(api.OTHER_AUTOGRAD_FRAMEWORKS), re.MULTILINE)
+_TORCH_IMPORT = re.compile(r"^[ \t]*(?:import|from)[ \t]+torch\b", re.MULTILINE)
+
+
+def _other_framework_only(source: str) -> bool:
+    """The file imports another autograd framework and not torch."""
+    return bool(_OTHER_FRAMEWORK_IMPORT.search(source)) and not _TORCH_IMPORT.search(source)
+
+
 class _CallCounter(cst.CSTVisitor):
     """How many calls name each function or method, by its last name."""
 
@@ -142,7 +153,7 @@ class Analyzer(cst.CSTVisitor):
         self.loops: list[cst.For | cst.While] = []
         # Enclosing compound statements (if/for/while/try/with) of the current function body.
         self.compound: list[cst.CSTNode] = []
-        self._grad_reads_enabled = ".grad" in source
+        self._grad_reads_enabled = ".grad" in source and not _other_framework_only(source)
         self._grad_reads: list[set[str]] = [set()]
         self._block_hooks: list[tuple[cst.CSTNode, list[Callable[[cst.CSTNode], None]]]] = []
         self._branch_states: list[dict[str, object]] = []
@@ -151,6 +162,8 @@ class Analyzer(cst.CSTVisitor):
         self._hooks: _BoundHooks | None = None  # built on first use, see ``_hooks_by_type``
         self._walker: Walker | None = None
         self._call_counts: dict[str, int] | None = None
+        # Method name -> grad modes of the calls of that name on receivers not known.
+        self._unresolved_calls_by_name: dict[str, list[GradMode]] = {}
         # Loop id -> names some statement in its body makes require grad (``x.requires_grad_()``).
         self._made_leaf_in_loop: dict[int, set[str]] = {}
         # Helper summaries (see summaries.py): shared with the summarising analyzers.
@@ -450,6 +463,8 @@ class Analyzer(cst.CSTVisitor):
         ):
             parameterless = qualified in api.PARAMETERLESS_MODULES or last.endswith(api.PARAMETERLESS_MODULE_SUFFIXES)
             return Value(Kind.MODULE, node, tags=frozenset({"parameterless"} if parameterless else ()))
+        if qualified.startswith("torch.") and last in api.NON_DIFFERENTIABLE:
+            return Value(Kind.PLAIN, node)
         if qualified.startswith("torch.") and last[:1].islower() and not qualified.startswith(("torch.optim", "torch.utils")):
             return self._derived([self.value_of(arg.value) for arg in node.args if arg.keyword is None], node)
         return UNKNOWN
@@ -496,9 +511,12 @@ class Analyzer(cst.CSTVisitor):
         if not receiver.is_tensor:
             return UNKNOWN
         if method == "detach":
-            return Value(Kind.PLAIN, node, tags=frozenset({"detached"}))
+            # "detach-call": cut on purpose (a no_grad result is "detached" too, by accident).
+            return Value(Kind.PLAIN, node, tags=frozenset({"detached", "detach-call"}))
         if method in api.SCALAR_METHODS:
             return NUMBER.tagged("detached")
+        if method in api.NON_DIFFERENTIABLE:
+            return Value(Kind.PLAIN, node)
         if method == "requires_grad_":
             flag = _literal_bool(node.args[0].value) if node.args else True
             if flag is None:
@@ -692,6 +710,9 @@ class Analyzer(cst.CSTVisitor):
         of unknown origin only succeeds on a leaf, so afterwards ``x`` is a leaf that
         requires grad; on a non-leaf it raises or is a no-op (TL005) and ``x`` stays as is."""
         current = self.value_of_key(key)
+        if current.kind is Kind.UNKNOWN and "." in key:
+            # `layer.weight`: an attribute no statement bound, known from what it belongs to
+            current = self.value_of(dotted_expression(key))
         if flag is True:
             for loop in self.loops:
                 self._made_leaf_in_loop.setdefault(id(loop), set()).add(key)
@@ -967,6 +988,7 @@ class Analyzer(cst.CSTVisitor):
         info = FunctionInfo(node.name.value, node, self.scope, cls=cls, decorator_mode=self._decorator_mode(node))
         if cls is not None:
             cls.methods[info.name] = info
+            info.unresolved_call_modes = self._unresolved_calls_by_name.setdefault(info.name, [])
         else:
             self.scope.functions[info.name] = info
         self.scope.bind(info.name, UNKNOWN)
@@ -1067,7 +1089,11 @@ class Analyzer(cst.CSTVisitor):
         if callee is not None:
             callee.call_modes.append(self.grad_mode)
             callee.call_arguments.append(self._arguments_passed(node, callee))
-        elif type(node.func) is not cst.Attribute:
+        elif type(node.func) is cst.Attribute:
+            name = node.func.attr.value
+            if not name.startswith("__"):  # `super().__init__()` runs another class's method
+                self._unresolved_calls_by_name.setdefault(name, []).append(self.grad_mode)
+        else:
             module = self.value_of(node.func)
             forward = module.cls.method("forward") if module.kind is Kind.MODULE and module.cls else None
             if forward is not None:

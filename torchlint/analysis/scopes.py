@@ -74,6 +74,10 @@ class FunctionInfo:
     call_modes: list[GradMode] = field(default_factory=list)
     # What each call site seen passes: parameter name -> value (None: not determined there).
     call_arguments: list[dict[str, Value] | None] = field(default_factory=list)
+    # A method: the grad modes of the calls ``x.<name>(...)`` whose receiver is not known
+    # (``self.optim.step()``), shared by every method of that name; used when no call site
+    # resolves to the method itself.
+    unresolved_call_modes: list[GradMode] = field(default_factory=list)
     _resolving: bool = False
     _resolved: frozenset[Mode] | None = None
 
@@ -106,7 +110,7 @@ class FunctionInfo:
             return frozenset({Mode.UNKNOWN})
         self._resolving = True
         modes: set[Mode] = set()
-        for call_mode in self.call_modes:
+        for call_mode in self.call_modes or self.unresolved_call_modes:
             modes |= call_mode.possible()
         if self.cls is not None and self.cls.is_module and self.name in CALLED_WITH_GRAD_BY_FRAMEWORK:
             modes.add(Mode.ENABLED)

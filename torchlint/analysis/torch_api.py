@@ -211,3 +211,15 @@ ACTION_METHODS: dict[str, str] = {
 # Grad-mode context managers: classes, so ``with torch.no_grad:`` (no instance) raises
 # ``TypeError: 'type' object does not support the context manager protocol``.
 GRAD_MODE_CLASSES = GRAD_DISABLING | GRAD_ENABLING
+
+# Tensor methods (and torch functions of the same names) whose result is an integer or bool
+# tensor that never requires grad (measured with torch 2.13: argmax, comparisons, casts).
+NON_DIFFERENTIABLE = frozenset(
+    "argmax argmin argsort argwhere nonzero isnan isinf isfinite isclose eq ne gt lt ge le "
+    "logical_and logical_or logical_not logical_xor long int bool byte short char".split()
+)
+
+# Other frameworks with a `.grad` of their own: a file that imports one of them and not torch
+# is not torch code, and a name whose `.grad` is read there is no assumed torch leaf
+# (d2l ships the same training loops for MXNet, where `param -= lr * param.grad` is right).
+OTHER_AUTOGRAD_FRAMEWORKS = ("mxnet", "tensorflow", "jax", "paddle", "oneflow", "mindspore", "chainer")

@@ -189,8 +189,9 @@ class ValueFlow:
             seen.add(name)
             if len(seen) > max_names:
                 return None
-            if name in self._parameters():
-                # A parameter's value belongs to the caller, who sees every change made to it.
+            if name.split(".")[0] in self._parameters():
+                # A parameter's value (or what is stored on it: `strategy.loss += penalty`)
+                # belongs to the caller, who sees every change made to it.
                 uses.append(Use(Sink.ESCAPES, self.region, needs, unknown))
             for reference in references(self.region, name):
                 if self._order.get(id(reference), 0) <= after:

@@ -110,10 +110,11 @@ class RebindUpdate(Rule):
         self.report(node, message, fix, when=lambda: not outcome["releafed"])
 
     def _leaf_again(self, key: str, loop_ending: cst.For | cst.While | None) -> bool:
-        """A leaf again; or, at the end of a loop body, detached (a plain tensor) and made a
-        leaf again by the loop body before it is used (``x.requires_grad_()`` at the top)."""
+        """A leaf again; or detached on purpose (``x = clamp(x).detach()``: the author cut
+        the graph, FGSM/PGD steps); or, at the end of a loop body, detached and made a leaf
+        again by the loop body before it is used (``x.requires_grad_()`` at the top)."""
         value = self.ctx.value_of_key(key)
-        if value.kind is Kind.LEAF:
+        if value.kind is Kind.LEAF or (value.kind is Kind.PLAIN and "detach-call" in value.tags):
             return True
         return (
             loop_ending is not None
