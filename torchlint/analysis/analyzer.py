@@ -24,6 +24,7 @@ import libcst as cst
 from torchlint.analysis import events
 from torchlint.analysis import torch_api as api
 from torchlint.analysis.events import AutogradEvent
+from torchlint.analysis.facts import ValueFacts
 from torchlint.analysis.names import ImportTable, dotted_name, through_grad
 from torchlint.analysis.walk import NodeHooks, Walker, callback_methods, node_types_named, scan
 from torchlint.analysis.scopes import (
@@ -91,7 +92,7 @@ def positional_args(call: cst.Call) -> list[cst.BaseExpression]:
     return [arg.value for arg in call.args if arg.keyword is None and not arg.star]
 
 
-class Analyzer(cst.CSTVisitor):
+class Analyzer(ValueFacts, cst.CSTVisitor):
     """Tracks program state and dispatches libcst visits to the enabled rules.
 
     The public methods (``value_of``, ``qualify``, ``grad_mode``, ...) are the
@@ -115,6 +116,7 @@ class Analyzer(cst.CSTVisitor):
         self._rules: list[Rule] = []
         self._hooks: _BoundHooks | None = None  # built on first use, see ``_hooks_by_type``
         self._walker: Walker | None = None
+        self._init_facts()
 
     # ------------------------------------------------------------------ rules
     def attach(self, rules: Iterable[Rule]) -> None:
@@ -293,7 +295,7 @@ class Analyzer(cst.CSTVisitor):
         for item in node.elements:
             value = self.value_of(item.value) if isinstance(item, cst.Element) else UNKNOWN
             element = value if element is None else join(element, value)
-        return Value(Kind.COLLECTION, node, element=element or UNKNOWN)
+        return Value(Kind.COLLECTION, node, element=element or UNKNOWN, tags=_EMPTY if not node.elements else frozenset())
 
     _value_Tuple = _value_List
 
@@ -319,6 +321,9 @@ class Analyzer(cst.CSTVisitor):
         return UNKNOWN
 
     def _value_of_torch_call(self, node: cst.Call, qualified: str) -> Value:
+        known = self._torch_call_fact(node, qualified)
+        if known is not None:
+            return known
         if qualified in api.FACTORIES:
             requires_grad = keyword_arg(node, "requires_grad")
             if requires_grad is None:
@@ -353,10 +358,12 @@ class Analyzer(cst.CSTVisitor):
 
     def _value_of_module_call(self, node: cst.Call, module: Value) -> Value:
         if "parameterless" in module.tags:
-            return self._derived([self.value_of(arg.value) for arg in node.args], node)
-        if self.grad_mode.statically_disabled:
-            return Value(Kind.PLAIN, node, tags=frozenset({"detached"}))
-        return Value(Kind.NONLEAF, node, tags=frozenset({"model-output"}))
+            output = self._derived([self.value_of(arg.value) for arg in node.args], node)
+        elif self.grad_mode.statically_disabled:
+            output = Value(Kind.PLAIN, node, tags=frozenset({"detached"}))
+        else:
+            output = Value(Kind.NONLEAF, node, tags=frozenset({"model-output"}))
+        return self._module_output_fact(node, module, output)
 
     def _value_of_method_call(self, node: cst.Call, func: cst.Attribute) -> Value:
         method = func.attr.value
@@ -375,6 +382,9 @@ class Analyzer(cst.CSTVisitor):
             if method == "forward":
                 return self._value_of_module_call(node, receiver)
             return UNKNOWN
+        known = self._method_call_fact(node, method, receiver)
+        if known is not None:
+            return known
         if not receiver.is_tensor:
             return UNKNOWN
         if method == "detach":
@@ -547,6 +557,7 @@ class Analyzer(cst.CSTVisitor):
         value = self.value_of(node.value)
         for target in node.targets:
             if self._is_requires_grad_flag(target.target):
+                self._note_requires_grad_flag(target.target.value, _literal_bool(node.value))  # type: ignore[attr-defined]
                 self._apply_requires_grad_flag(target.target, node.value)
                 continue
             self._bind_target(target.target, value, node.value)
@@ -579,6 +590,8 @@ class Analyzer(cst.CSTVisitor):
         operand = self.value_of(node.value)
         if current.kind is Kind.PLAIN and operand.requires_grad and not self.grad_mode.statically_disabled:
             self.scope.bind(key, Value(Kind.NONLEAF, node))
+        elif current.kind is Kind.PLAIN and operand.kind is Kind.UNKNOWN and not self.grad_mode.statically_disabled:
+            self.scope.bind(key, UNKNOWN)  # `total = torch.zeros(1); total += loss_of(batch)`: may now require grad
         elif current.kind is Kind.NUMBER:
             self.scope.bind(key, self._derived([current, operand], node))
 
@@ -598,10 +611,13 @@ class Analyzer(cst.CSTVisitor):
         func = node.func
         if not isinstance(func, cst.Attribute):
             return
+        method = func.attr.value
+        if method == "requires_grad_":
+            self._note_requires_grad_flag(func.value, _literal_bool(node.args[0].value) if node.args else True)
+        self._note_append(node, func)
         key = dotted_name(func.value)
         if key is None:
             return
-        method = func.attr.value
         current = self.value_of_key(key)
         if method == "requires_grad_":
             flag = _literal_bool(node.args[0].value) if node.args else True
@@ -609,6 +625,8 @@ class Analyzer(cst.CSTVisitor):
                 self.scope.bind(key, Value(Kind.LEAF, node, tags=current.tags | {"requires_grad_"}))
             elif flag is False and current.kind is Kind.LEAF:
                 self.scope.bind(key, Value(Kind.PLAIN, node))
+            elif flag is None and current.kind in (Kind.PLAIN, Kind.LEAF):
+                self.scope.bind(key, UNKNOWN)
         elif method == "detach_" and current.is_tensor:
             self.scope.bind(key, Value(Kind.PLAIN, node, tags=frozenset({"detached"})))
         elif method == "retain_grad" and current.is_tensor:
@@ -1058,6 +1076,7 @@ class _BoundHooks(Mapping[type, NodeHooks]):
 
 
 _NO_HOOKS = NodeHooks()
+_EMPTY = frozenset({"empty"})
 
 
 def _pair(first: Value, second: Value) -> Value:

@@ -72,6 +72,8 @@ class FunctionInfo:
     # Mode set by a decorator (@torch.no_grad() ...), else None: inherited from callers.
     decorator_mode: GradMode | None = None
     call_modes: list[GradMode] = field(default_factory=list)
+    # What its ``return`` statements return, in the order analysed (complete after the file).
+    returns: list[Value] = field(default_factory=list)
     _resolving: bool = False
     _resolved: frozenset[Mode] | None = None
 
