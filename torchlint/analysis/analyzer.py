@@ -642,6 +642,7 @@ class Analyzer(ValueFacts, cst.CSTVisitor):
     # ------------------------------------------------------------ control flow
     def _enter_If(self, node: cst.If) -> None:
         self._branch_states.append({"entry": dict(self.scope.values)})
+        self._forget_guarded(node.test)
 
     def _leave_If_body(self, node: cst.If) -> None:
         frame = self._branch_states[-1]

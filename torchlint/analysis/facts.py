@@ -157,6 +157,13 @@ class ValueFacts:
         element = added if "empty" in current.tags else join(current.element, added)
         self.scope.bind(key, Value(Kind.COLLECTION, current.origin, element=element))
 
+    def _forget_guarded(self, test: cst.BaseExpression) -> None:
+        """``if loss.requires_grad:`` / ``if y.grad_fn is not None:``: the body runs only when the
+        run decides so; there the tested names hold what the run says (unknown), not what the
+        analysis guessed.  (The ``else`` branch starts from the state before the test.)"""
+        for key in _guarded_keys(test):
+            self.scope.bind(key, UNKNOWN)
+
     def _note_requires_grad_flag(self, receiver: cst.BaseExpression, flag: bool | None) -> None:
         """``x.requires_grad = False`` / ``x.requires_grad_(flag)``: parameters may get frozen."""
         if flag is not True and self.value_of(receiver).kind in _MAY_FREEZE:
@@ -176,3 +183,20 @@ def _without_graph(value: Value) -> bool:
     if value.kind is Kind.COLLECTION:
         return value.element is not None and _without_graph(value.element)
     return value.kind in (Kind.PLAIN, Kind.NUMBER) and "detached" in value.tags
+
+
+# ``x.requires_grad`` / ``x.grad_fn`` / ``x.is_leaf`` in a branch condition: the code asks the run.
+_GRAPH_QUESTIONS = frozenset({"requires_grad", "grad_fn", "is_leaf"})
+
+
+def _guarded_keys(test: cst.BaseExpression) -> list[str]:
+    if type(test) is cst.Attribute:
+        key = dotted_name(test.value) if test.attr.value in _GRAPH_QUESTIONS else None
+        return [key] if key is not None else []
+    if type(test) is cst.BooleanOperation:
+        return _guarded_keys(test.left) + _guarded_keys(test.right)
+    if type(test) is cst.UnaryOperation:
+        return _guarded_keys(test.expression)
+    if type(test) is cst.Comparison:
+        return _guarded_keys(test.left)
+    return []
