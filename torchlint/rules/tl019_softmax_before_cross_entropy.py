@@ -27,6 +27,10 @@ class SoftmaxBeforeCrossEntropy(Rule):
         argument = _input_argument(node)
         if argument is None:
             return
+        if expects == _LOG_PROBABILITIES and _unreduced(node):
+            # `nll_loss(probs, y, reduction="none")` is -probs[i, y[i]]: a gather, used on purpose
+            # (focal-loss code computes 1 - p_t this way).
+            return
         value = self.ctx.value_of(argument)
         loss = fixes.source_of(node.func)
         torch_class = self.ctx.torch_class(self.ctx.value_of(node.func))
@@ -66,6 +70,13 @@ class SoftmaxBeforeCrossEntropy(Rule):
         if torch_class in api.LOG_PROBABILITY_LOSS_MODULES:
             return _LOG_PROBABILITIES
         return None
+
+
+def _unreduced(node: cst.Call) -> bool:
+    for arg in node.args:
+        if arg.keyword is not None and arg.keyword.value == "reduction":
+            return type(arg.value) is cst.SimpleString and arg.value.evaluated_value == "none"
+    return False
 
 
 def _input_argument(node: cst.Call) -> cst.BaseExpression | None:
