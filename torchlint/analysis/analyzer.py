@@ -569,12 +569,16 @@ class Analyzer(ValueFacts, cst.CSTVisitor):
         key = dotted_name(target.value)
         if key is None:
             return
+        self._set_requires_grad(key, _literal_bool(flag_node), target)
+
+    def _set_requires_grad(self, key: str, flag: bool | None, node: cst.CSTNode) -> None:
+        """``key.requires_grad = flag`` / ``key.requires_grad_(flag)``: a plain tensor becomes a
+        leaf, a leaf a plain tensor; a flag that is not a literal leaves it unknown."""
         current = self.value_of_key(key)
-        flag = _literal_bool(flag_node)
         if flag is True and current.kind is Kind.PLAIN:
-            self.scope.bind(key, Value(Kind.LEAF, target, tags=current.tags | {"requires_grad_"}))
+            self.scope.bind(key, Value(Kind.LEAF, node, tags=current.tags | {"requires_grad_"}))
         elif flag is False and current.kind is Kind.LEAF:
-            self.scope.bind(key, Value(Kind.PLAIN, target))
+            self.scope.bind(key, Value(Kind.PLAIN, node))
         elif flag is None and current.kind in (Kind.PLAIN, Kind.LEAF):
             self.scope.bind(key, UNKNOWN)
 
@@ -612,21 +616,16 @@ class Analyzer(ValueFacts, cst.CSTVisitor):
         if not isinstance(func, cst.Attribute):
             return
         method = func.attr.value
+        flag = (_literal_bool(node.args[0].value) if node.args else True) if method == "requires_grad_" else None
         if method == "requires_grad_":
-            self._note_requires_grad_flag(func.value, _literal_bool(node.args[0].value) if node.args else True)
+            self._note_requires_grad_flag(func.value, flag)
         self._note_append(node, func)
         key = dotted_name(func.value)
         if key is None:
             return
         current = self.value_of_key(key)
         if method == "requires_grad_":
-            flag = _literal_bool(node.args[0].value) if node.args else True
-            if flag is True and current.kind is Kind.PLAIN:
-                self.scope.bind(key, Value(Kind.LEAF, node, tags=current.tags | {"requires_grad_"}))
-            elif flag is False and current.kind is Kind.LEAF:
-                self.scope.bind(key, Value(Kind.PLAIN, node))
-            elif flag is None and current.kind in (Kind.PLAIN, Kind.LEAF):
-                self.scope.bind(key, UNKNOWN)
+            self._set_requires_grad(key, flag, node)
         elif method == "detach_" and current.is_tensor:
             self.scope.bind(key, Value(Kind.PLAIN, node, tags=frozenset({"detached"})))
         elif method == "retain_grad" and current.is_tensor:
