@@ -140,7 +140,7 @@ def test_function_grad_mode_comes_from_call_sites() -> None:
 
     main()
     """
-    assert [modes for _, modes in reveal(source)] == [D, frozenset({Mode.ENABLED, Mode.DISABLED}), U]
+    assert [modes for _, modes in reveal(source)] == [D, frozenset({Mode.ENABLED, Mode.DISABLED}), E]
 
 
 def test_module_parameters_and_loop_variables() -> None:

@@ -85,7 +85,7 @@ respect-gitignore = false
 
 def test_an_empty_table_keeps_the_defaults(tmp_path: Path) -> None:
     settings = load_config(write(tmp_path / "pyproject.toml", "[tool.torchlint]\n"))
-    assert settings.exclude == DEFAULT_EXCLUDE and settings.select is None and settings.fix_style is FixStyle.DATA
+    assert settings.exclude == DEFAULT_EXCLUDE and settings.select is None and settings.fix_style is None  # unset: "data" unless an enabled rule prefers another
 
 
 @pytest.mark.parametrize(
@@ -202,3 +202,18 @@ def test_unsafe_fixes_and_fix_style_from_the_file_apply(tmp_path: Path, in_dir) 
     in_dir(tmp_path)
     assert main(["--fix", "--select", "TL001", "train.py"]) == 0
     assert "with torch.no_grad():\n        w -= 0.1 * w.grad" in train.read_text()
+
+
+def test_selecting_tl011_makes_no_grad_the_default_fix_style(tmp_path: Path) -> None:
+    """No fix writes what another enabled rule reports: TL011 reports `.data`."""
+    from torchlint.engine import fix_source
+    from torchlint.rules import rule_by_code
+    from torchlint.rule import RuleOptions
+
+    source = "import torch\nw = torch.zeros(3, requires_grad=True)\nw -= 0.1\n"
+    with_tl011 = fix_source(source, [rule_by_code("TL002"), rule_by_code("TL011")], RuleOptions()).source
+    assert "with torch.no_grad():\n    w -= 0.1\n" in with_tl011 and ".data" not in with_tl011
+    without = fix_source(source, [rule_by_code("TL002")], RuleOptions()).source
+    assert "w.data.sub_(0.1)" in without
+    chosen = fix_source(source, [rule_by_code("TL002"), rule_by_code("TL011")], RuleOptions(fix_style=FixStyle.DATA))
+    assert "w.data.sub_(0.1)" in chosen.source  # the user's explicit choice wins

@@ -105,6 +105,7 @@ def test_tl009_wraps_a_compound_loss_before_item() -> None:
 
 # ---------------------------------------------------------------- TL011
 def test_tl011_fix_forms() -> None:
+    # Consecutive rewrites share one no_grad block (the engine merges blocks fixes create).
     source = """\
         import torch
         w = torch.zeros(3, requires_grad=True)
@@ -122,7 +123,6 @@ def test_tl011_fix_forms() -> None:
         w = torch.zeros(3, requires_grad=True)
         with torch.no_grad():
             w.sub_(0.1)
-        with torch.no_grad():
             w -= 0.1
         snapshot = w.detach()
         w.grad = torch.ones(3)

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-from functools import partial
 import sys
 import time
 from pathlib import Path
@@ -20,6 +19,8 @@ from lsprotocol import types  # noqa: E402
 from pygls.protocol import default_converter  # noqa: E402
 from pytest_lsp import ClientServerConfig, LanguageClient, client_capabilities  # noqa: E402
 from pytest_lsp.client import DEFAULT_CLIENT_FEATURES, register_lsp_features  # noqa: E402
+
+from torchlint.lsp.server import DEBOUNCE_SECONDS  # noqa: E402
 
 lsp = pytest.mark.asyncio(loop_scope="module")  # every server test shares the module's server
 
@@ -54,6 +55,8 @@ async def client(lsp_client: LanguageClient, workspace: Path):
     lsp_client.feature(types.CLIENT_REGISTER_CAPABILITY)(lambda params: registrations.extend(params.registrations))
     lsp_client.registrations = registrations  # type: ignore[attr-defined]
     capabilities = client_capabilities("visual-studio-code")
+    assert capabilities.text_document is not None
+    capabilities.text_document.diagnostic = None  # this client is sent diagnostics (see test_lsp_pull.py)
     capabilities.notebook_document = types.NotebookDocumentClientCapabilities(
         synchronization=types.NotebookDocumentSyncClientCapabilities()
     )
@@ -287,6 +290,14 @@ async def test_bad_input_gets_one_diagnostic_and_the_server_keeps_serving(client
 
 
 @lsp
+async def test_a_syntax_error_is_reported_without_any_rule_token(client: LanguageClient, workspace: Path):
+    """No rule can fire on this file, so nothing but the syntax check looks at it."""
+    (diagnostic,) = await open_file(client, workspace / "no_tokens.py", "x = 1\nif x\n    y = 2\n")
+    assert diagnostic.severity == types.DiagnosticSeverity.Error and "syntax error" in diagnostic.message
+    assert diagnostic.range.start.line == 1
+
+
+@lsp
 async def test_changes_are_debounced(client: LanguageClient, workspace: Path):
     path = workspace / "typing.py"
     await open_file(client, path, MISTAKE)
@@ -303,7 +314,7 @@ async def test_changes_are_debounced(client: LanguageClient, workspace: Path):
             )
         )
     (diagnostic,) = await next_diagnostics(client, uri)
-    assert time.monotonic() - started >= 0.3
+    assert time.monotonic() - started >= DEBOUNCE_SECONDS
     (published,) = [p for p in client.published[before:] if p.uri == uri]  # type: ignore[attr-defined]
     assert published.version == 5
     assert diagnostic.range.start.line == 5  # positioned in the final text
@@ -314,20 +325,45 @@ async def test_changes_are_debounced(client: LanguageClient, workspace: Path):
 
 
 # ---------------------------------------------------------------- notebooks
-def change_cell(client: LanguageClient, notebook_uri: str, version: int, cell_uri: str, text: str) -> None:
+def change_notebook(client: LanguageClient, notebook_uri: str, version: int, cells: types.NotebookDocumentCellChanges) -> None:
     client.notebook_document_did_change(
         types.DidChangeNotebookDocumentParams(
             notebook_document=types.VersionedNotebookDocumentIdentifier(version=version, uri=notebook_uri),
-            change=types.NotebookDocumentChangeEvent(
-                cells=types.NotebookDocumentCellChanges(
-                    text_content=[
-                        types.NotebookDocumentCellContentChanges(
-                            document=types.VersionedTextDocumentIdentifier(version=version, uri=cell_uri),
-                            changes=[types.TextDocumentContentChangeWholeDocument(text=text)],
-                        )
-                    ]
-                )
+            change=types.NotebookDocumentChangeEvent(cells=cells),
+        )
+    )
+
+
+def edit_cell(version: int, cell_uri: str, change: types.TextDocumentContentChangeEvent) -> types.NotebookDocumentCellChanges:
+    document = types.VersionedTextDocumentIdentifier(version=version, uri=cell_uri)
+    return types.NotebookDocumentCellChanges(
+        text_content=[types.NotebookDocumentCellContentChanges(document=document, changes=[change])]
+    )
+
+
+def change_cell(client: LanguageClient, notebook_uri: str, version: int, cell_uri: str, text: str) -> None:
+    change_notebook(client, notebook_uri, version, edit_cell(version, cell_uri, types.TextDocumentContentChangeWholeDocument(text=text)))
+
+
+def open_notebook(client: LanguageClient, notebook_uri: str, cells: dict[str, tuple[str, str]]) -> None:
+    """Open a notebook of ``cells``: cell uri -> (language id, text); "markdown" cells are markup."""
+    client.notebook_document_did_open(
+        types.DidOpenNotebookDocumentParams(
+            notebook_document=types.NotebookDocument(
+                uri=notebook_uri,
+                notebook_type="jupyter-notebook",
+                version=1,
+                cells=[
+                    types.NotebookCell(
+                        kind=types.NotebookCellKind.Markup if language == "markdown" else types.NotebookCellKind.Code,
+                        document=uri,
+                    )
+                    for uri, (language, _) in cells.items()
+                ],
             ),
+            cell_text_documents=[
+                types.TextDocumentItem(uri, language, 1, text) for uri, (language, text) in cells.items()
+            ],
         )
     )
 
@@ -341,22 +377,9 @@ async def test_notebook_cells_are_one_program(client: LanguageClient, workspace:
         "step": "%time x = 1\n!pip list\nfor _ in range(3):\n    w -= 0.1 * w.grad\n",
     }
     cell_uris = {name: f"{notebook_uri}#{name}" for name in cells}
-    kinds = {name: types.NotebookCellKind.Code for name in cells} | {"notes": types.NotebookCellKind.Markup}
     forget(client, *cell_uris.values())
-    client.notebook_document_did_open(
-        types.DidOpenNotebookDocumentParams(
-            notebook_document=types.NotebookDocument(
-                uri=notebook_uri,
-                notebook_type="jupyter-notebook",
-                version=1,
-                cells=[types.NotebookCell(kind=kinds[name], document=cell_uris[name]) for name in cells],
-            ),
-            cell_text_documents=[
-                types.TextDocumentItem(cell_uris[name], "markdown" if name == "notes" else "python", 1, text)
-                for name, text in cells.items()
-            ],
-        )
-    )
+    languages = {"setup": "python", "notes": "markdown", "step": "python"}
+    open_notebook(client, notebook_uri, {cell_uris[name]: (languages[name], text) for name, text in cells.items()})
     (diagnostic,) = await next_diagnostics(client, cell_uris["step"])
     assert await next_diagnostics(client, cell_uris["setup"]) == []
     assert cell_uris["notes"] not in client.diagnostics
@@ -390,6 +413,72 @@ async def test_notebook_cells_are_one_program(client: LanguageClient, workspace:
         )
     )
     assert await next_diagnostics(client, cell_uris["setup"]) == []
+
+
+@lsp
+async def test_vscode_notebook_cells_added_edited_and_removed(client: LanguageClient, workspace: Path):
+    # VS Code names cells with the vscode-notebook-cell scheme and an escaped fragment.
+    path = workspace / "vscode.ipynb"
+    notebook_uri = path.as_uri()
+    cell = {name: f"vscode-notebook-cell:{path}#{tag}" for name, tag in [("setup", "W0sZmlsZQ%3D%3D"), ("step", "W1sZmlsZQ%3D%3D"), ("more", "W2sZmlsZQ%3D%3D")]}
+    open_notebook(
+        client, notebook_uri,
+        {cell["setup"]: ("python", "import torch\nw = torch.randn(3, requires_grad=True)\n"), cell["step"]: ("python", "lr = 0.1\n")},
+    )
+    assert await next_diagnostics(client, cell["step"]) == []
+
+    # A cell is added after the others (a structure change), with a mistake that needs the first cell's `w`.
+    forget(client, *cell.values())
+    added = "for _ in range(2):\n    w -= lr * w.grad\n"
+    new_cell = types.NotebookCell(kind=types.NotebookCellKind.Code, document=cell["more"])
+    structure = types.NotebookDocumentCellChangeStructure(
+        array=types.NotebookCellArrayChange(start=2, delete_count=0, cells=[new_cell]),
+        did_open=[types.TextDocumentItem(cell["more"], "python", 1, added)],
+    )
+    change_notebook(client, notebook_uri, 2, types.NotebookDocumentCellChanges(structure=structure))
+    (diagnostic,) = await next_diagnostics(client, cell["more"])
+    assert diagnostic.code == "TL002" and diagnostic.range.start == types.Position(1, 4)
+
+    # An incremental edit of that cell (VS Code sends ranges), then the cell that defines `w` removed.
+    forget(client, *cell.values())
+    top = types.Range(types.Position(0, 0), types.Position(0, 0))
+    change_notebook(client, notebook_uri, 3, edit_cell(2, cell["more"], types.TextDocumentContentChangePartial(range=top, text="# train\n")))
+    (moved,) = await next_diagnostics(client, cell["more"])
+    assert moved.range.start == types.Position(2, 4)
+    forget(client, *cell.values())
+    structure = types.NotebookDocumentCellChangeStructure(
+        array=types.NotebookCellArrayChange(start=0, delete_count=1),
+        did_close=[types.TextDocumentIdentifier(cell["setup"])],
+    )
+    change_notebook(client, notebook_uri, 4, types.NotebookDocumentCellChanges(structure=structure))
+    assert await next_diagnostics(client, cell["more"]) == []  # `w` is no longer known to require grad
+    assert await next_diagnostics(client, cell["setup"]) == []  # the removed cell's diagnostics are cleared
+
+
+@lsp
+async def test_jupyterlab_lsp_virtual_document(client: LanguageClient, workspace: Path):
+    # jupyterlab-lsp sends a notebook as one Python text document under .virtual_documents/,
+    # named like the notebook: the code cells joined by blank lines, IPython syntax replaced by calls.
+    cells = [
+        'import torch\nget_ipython().run_line_magic("time", " w = torch.randn(3, requires_grad=True)")\nw = torch.randn(3, requires_grad=True)',
+        'get_ipython().getoutput("nvidia-smi")\nlr = 0.1',
+        'get_ipython().run_cell_magic("capture", "", """print(1)\n""")',
+        "w -= lr * w.grad",
+    ]
+    text = "\n\n\n".join(cells) + "\n"
+    path = workspace / ".virtual_documents" / "train.ipynb"
+    line = text.splitlines().index("w -= lr * w.grad")
+    (diagnostic,) = await open_file(client, path, text)
+    assert diagnostic.code == "TL002" and diagnostic.range.start == types.Position(line, 0)
+    hover = await client.text_document_hover_async(
+        types.HoverParams(types.TextDocumentIdentifier(path.as_uri()), types.Position(line, 3))
+    )
+    assert hover is not None and "TL002" in str(hover.contents)
+    actions = await actions_for(client, path.as_uri(), diagnostic.range)
+    fixed = apply(text, await edits_of(client, action_titled(actions, "Fix TL002"), path.as_uri()))
+    assert fixed.splitlines()[line] == "w.data.sub_(lr * w.grad)"
+    # jupyterlab-lsp sends the whole text on every change.
+    assert await change_file(client, path.as_uri(), 2, fixed) == []
 
 
 # ---------------------------------------------------------------- configuration
@@ -432,8 +521,8 @@ def test_server_without_pygls_explains_how_to_install(monkeypatch: pytest.Monkey
 
 def test_unsafe_fixes_are_labelled():
     from torchlint.engine import fixable
-    from torchlint.lsp.convert import CellTexts, action_edit, code_actions
-    from torchlint.lsp.program import Program, analyse
+    from torchlint.lsp.convert import CellTexts, code_actions
+    from torchlint.lsp.program import Program, action_edits, analyse
     from torchlint.lsp.text import utf16_units
     from torchlint.rule import FixSafety, RuleOptions
     from torchlint.settings import Settings, resolve_rules
@@ -446,17 +535,21 @@ def test_unsafe_fixes_are_labelled():
     analysis.findings = [unsafe]
     assert not fixable(unsafe, unsafe=False)
     texts = CellTexts(analysis, utf16_units)
-    eager = partial(action_edit, texts, rules=rules, options=RuleOptions())  # for clients that cannot resolve
-    actions = code_actions(texts, 0, whole_line(4), None, eager)
+    actions = code_actions(texts, 0, whole_line(4), None)
     titles = [action.title for action in actions]
     # No "Fix all": it applies safe fixes only, and the one fix here is unsafe.
     assert titles == ["Fix TL002: update `w.data` in place (unsafe)", "Disable TL002 for this line"]
     assert actions[0].is_preferred is False
-    assert all(action.edit is not None and action.data is None for action in actions)
+    assert all(action.edit is None and isinstance(action.data, dict) for action in actions)
+    fix = action_edits(analysis, actions[0].data, rules, RuleOptions())  # what the worker computes
+    (edit,) = fix[0]
+    line = MISTAKE.splitlines()[4]
+    assert edit.start.line == edit.end.line == 4
+    assert line[: edit.start.char] + edit.text + line[edit.end.char :] == "w.data.sub_(lr * w.grad)"
 
     analysis.findings = [finding]
-    (fix_all,) = code_actions(texts, 0, whole_line(4), ["source"], eager)
-    assert fix_all.title == "Fix all torchlint findings" and fix_all.edit is not None
+    (fix_all,) = code_actions(texts, 0, whole_line(4), ["source"])
+    assert fix_all.title == "Fix all torchlint findings" and fix_all.data == {"uri": "file:///t.py", "action": "fixAll"}
 
 
 def test_minimal_edit_keeps_crlf_pairs_whole():

@@ -10,7 +10,16 @@ import libcst as cst
 import pytest
 
 from torchlint.engine import fix_source, lint_source
-from torchlint.noqa import add_noqa, noqa_codes, physical_lines, without_codes
+from torchlint.noqa import (
+    NoqaLines,
+    add_noqa,
+    file_exempt_codes,
+    file_is_exempt,
+    noqa_codes,
+    physical_lines,
+    suppression,
+    without_codes,
+)
 from torchlint.rulebook import page_for
 from torchlint.rules import all_rules, rule_by_code
 from torchlint.settings import Settings, resolve_rules
@@ -58,6 +67,35 @@ def codes_at(source: str, rules=DEFAULT) -> list[tuple[int, str]]:
 )
 def test_noqa_comment_parsing(line: str, expected) -> None:
     assert noqa_codes(line) == (frozenset(expected) if expected is not None else None)
+
+
+@pytest.mark.parametrize(
+    ("comment", "exempt", "codes"),
+    [
+        ("# flake8: noqa", True, set()),
+        ("#flake8:noqa", True, set()),
+        ("  # FLAKE8= NOQA", True, set()),
+        ("# flake8: noqa because it is generated", True, set()),
+        ("# flake8: noqa: TL001, tl002", False, {"TL001", "TL002"}),
+        ("x = 1  # flake8: noqa", False, set()),  # not a line of its own: neither flake8 nor ruff skip the file
+        ("# ruff: noqa", False, set()),
+        ("# torchlint: noqa: TL003", False, {"TL003"}),
+    ],
+)
+def test_file_level_directives(comment: str, exempt: bool, codes: set[str]) -> None:
+    source = f"import torch\n{comment}\n"
+    assert (file_is_exempt(source), file_exempt_codes(source)) == (exempt, codes)
+    assert not file_is_exempt(source, flake8=False) or "torchlint" in comment  # flake8's --disable-noqa
+
+
+def test_a_noqa_covers_its_multi_line_string_or_continued_line_as_in_flake8() -> None:
+    source = 'x = 1\ny = """a\n# noqa: TL001\n""" + \\\n  z\nw = (1,  # noqa: TL002\n 2)\n'
+    lines = NoqaLines(source)
+    assert suppression("TL001", lines, [2]) == (3, "TL001")  # the string's second line is in the span
+    assert suppression("TL001", lines, [5]) == (3, "TL001")  # and the continued line
+    assert suppression("TL001", lines, [1]) is None
+    assert suppression("TL002", lines, [7]) is None  # brackets end a span at each line, as flake8's do
+    assert suppression("TL002", lines, [6]) == (6, "TL002")
 
 
 def test_physical_lines_do_not_split_at_form_feeds() -> None:

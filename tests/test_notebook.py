@@ -4,13 +4,16 @@ cell, and fixes that change only the cells they fix."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from torchlint.cli import main
 from torchlint.files import discover
-from torchlint.notebook import Notebook, NotebookError, add_noqa_to_notebook, check_notebook, fix_notebook
+from torchlint.notebook import Notebook, NotebookError
+from torchlint.runner import add_noqa_to_file, fix_file, lint_content
 from torchlint.settings import Settings, resolve_rules
 
 # Pinned: other rules may also fire on these samples as the catalogue grows.
@@ -39,7 +42,7 @@ def notebook(*cells: dict, indent: int = 1, ensure_ascii: bool = False, newline:
 
 
 def findings(text: str, rules=RULES) -> list[tuple[int | None, int, int, str]]:
-    report = check_notebook("nb.ipynb", rules, Settings(), text=text)
+    report = lint_content("nb.ipynb", text, Settings(), rules).report
     assert report.error is None, report.error
     return [(f.cell, f.line, f.col, f.code) for f in report.findings]
 
@@ -109,7 +112,7 @@ def test_notebooks_of_other_languages_are_skipped() -> None:
 
 # ---------------------------------------------------------------- errors
 def test_invalid_json_is_one_clear_error() -> None:
-    report = check_notebook("nb.ipynb", RULES, Settings(), text='{"cells": [}')
+    report = lint_content("nb.ipynb", '{"cells": [}', Settings(), RULES).report
     assert report.error is not None and report.error.startswith("invalid notebook JSON: ") and "\n" not in report.error
 
 
@@ -118,10 +121,86 @@ def test_json_that_is_not_a_notebook() -> None:
         Notebook('{"worksheets": []}')
 
 
-def test_a_cell_that_does_not_parse_is_named() -> None:
-    text = notebook(cell("# notes", "markdown"), cell(SETUP), cell("x = (1,\n"), cell(LOOP))
-    report = check_notebook("nb.ipynb", RULES, Settings(), text=text)
-    assert report.error is not None and report.error.startswith("cell 3:")
+def test_a_cell_that_does_not_parse_is_named_and_the_others_are_linted_as_one_program() -> None:
+    text = notebook(cell("# notes", "markdown"), cell(SETUP), cell("y = 1\nx = (1,\n"), cell(LOOP))
+    report = lint_content("nb.ipynb", text, Settings(), RULES).report
+    assert report.error == "cell 3:2:5: syntax error: '(' was never closed"  # counted in the cell
+    assert [(f.cell, f.line, f.col, f.code) for f in report.findings] == [(4, 4, 5, "TL001")]  # w from cell 2
+
+
+def test_every_cell_that_does_not_parse_is_named() -> None:
+    text = notebook(cell("def f(:\n"), cell(SETUP), cell("  x = [\n"), cell(LOOP))
+    report = lint_content("nb.ipynb", text, Settings(), RULES).report
+    assert report.error is not None and report.error.startswith("cell 1:1:7: syntax error: ")
+    assert report.error.endswith("(cell 3 does not parse either)")
+    assert [(f.cell, f.code) for f in report.findings] == [(4, "TL001")]
+
+
+def test_fix_and_add_noqa_leave_a_cell_that_does_not_parse_alone(tmp_path: Path) -> None:
+    path = tmp_path / "nb.ipynb"
+    text = notebook(cell(SETUP), cell("x = (1,\n"), cell(LOOP))
+    path.write_text(text)
+    report = fix_file(str(path), RULES, Settings(), write=True)
+    assert report.fixed == 1 and report.error is not None and report.error.startswith("cell 2:1:5: ")
+    assert _changed_sources(text, path.read_text()) == {3: FIXED_LOOP.splitlines(keepends=True)}
+    path.write_text(text)
+    count, error = add_noqa_to_file(str(path), RULES, Settings())
+    assert count == 1 and error is not None and error.startswith("cell 2:")
+    assert list(_changed_sources(text, path.read_text())) == [3]
+
+
+def test_cli_reports_the_bad_cell_and_the_findings_of_the_others(tmp_path: Path) -> None:
+    (tmp_path / "nb.ipynb").write_text(notebook(cell(SETUP), cell("x = (1,\n"), cell(LOOP)))
+    result = subprocess.run([sys.executable, "-m", "torchlint", "--no-cache", "nb.ipynb"],
+                            capture_output=True, text=True, cwd=tmp_path)
+    assert result.returncode == 2
+    assert result.stdout.startswith("nb.ipynb:cell 3:4:5: TL001 ")
+    assert "nb.ipynb:cell 2:1:5: error: syntax error: '(' was never closed" in result.stderr
+
+
+# ---------------------------------------------------------------- cells IPython dedents
+INDENTED = "    " + SETUP.replace("\n", "\n    ").rstrip(" ") + "\n" + "".join("    " + line for line in LOOP.splitlines(True))
+
+
+@pytest.mark.parametrize("source", [INDENTED, "\n  \n" + INDENTED, "\tx = 1\n\tif x:\n\t\ty = 2\n", "  a = 1\nb = 2\n"])
+def test_an_indented_cell_is_dedented_as_ipython_runs_it(source: str) -> None:
+    from IPython.core.inputtransformer2 import TransformerManager
+
+    ipython = TransformerManager().transform_cell(source)
+    ours = Notebook(notebook(cell(source))).program
+    assert ours.lstrip("\n \t") == ipython  # the blank lines IPython drops stay: Python ignores them
+
+
+def test_an_indented_cell_is_linted_with_its_own_columns() -> None:
+    text = notebook(cell(INDENTED))
+    report = lint_content("nb.ipynb", text, Settings(fix_edits=True), RULES).report
+    assert report.error is None
+    ((cell_number, line, col, code),) = [(f.cell, f.line, f.col, f.code) for f in report.findings]
+    assert (cell_number, code) == (1, "TL001")
+    assert INDENTED.splitlines()[line - 1][col - 1:].startswith("w = w - 0.1")
+    # The fix as a text edit applies to the cell as stored.
+    (edit,) = report.findings[0].edits
+    lines = INDENTED.splitlines(keepends=True)
+    start = sum(map(len, lines[: edit.line - 1])) + edit.col - 1
+    end = sum(map(len, lines[: edit.end_line - 1])) + edit.end_col - 1
+    assert INDENTED[:start] + edit.content + INDENTED[end:] == INDENTED.replace("w = w - 0.1 * w.grad", "w.data.sub_(0.1 * w.grad)")
+
+
+def test_fixing_an_indented_cell_keeps_its_indentation(tmp_path: Path) -> None:
+    from torchlint.rule import FixStyle
+
+    path = tmp_path / "nb.ipynb"
+    path.write_text(notebook(cell(INDENTED)))
+    assert fix_file(str(path), RULES, Settings(fix_style=FixStyle.NO_GRAD), write=True).fixed == 1
+    fixed = "".join(json.loads(path.read_text())["cells"][0]["source"])
+    assert fixed == INDENTED.replace(
+        "        w = w - 0.1 * w.grad\n", "        with torch.no_grad():\n            w -= 0.1 * w.grad\n"
+    )
+
+
+def test_a_syntax_error_in_an_indented_cell_has_the_cells_column() -> None:
+    report = lint_content("nb.ipynb", notebook(cell("    x = 1\n    y = (\n")), Settings(), RULES).report
+    assert report.error == "cell 1:2:9: syntax error: '(' was never closed"
 
 
 def test_cli_prints_the_cell_error_with_the_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys) -> None:
@@ -154,13 +233,13 @@ def test_fix_rewrites_only_the_changed_cell_and_keeps_the_formatting(tmp_path: P
                     indent=indent, ensure_ascii=ensure_ascii)
     path = tmp_path / "nb.ipynb"
     path.write_text(text, encoding="utf-8")
-    report = fix_notebook(str(path), RULES, Settings(), write=True)
+    report = fix_file(str(path), RULES, Settings(), write=True)
     assert report.error is None and report.fixed == 1 and report.findings == []
     after = path.read_text(encoding="utf-8")
     assert _changed_sources(text, after) == {3: FIXED_LOOP.splitlines(keepends=True)}
     # Byte for byte, only the changed line differs.
     assert after.replace("w.data.sub_(0.1 * w.grad)", "w = w - 0.1 * w.grad") == text
-    assert fix_notebook(str(path), RULES, Settings(), write=True).fixed == 0
+    assert fix_file(str(path), RULES, Settings(), write=True).fixed == 0
 
 
 def test_fix_that_adds_lines_keeps_the_json_layout(tmp_path: Path) -> None:
@@ -169,7 +248,7 @@ def test_fix_that_adds_lines_keeps_the_json_layout(tmp_path: Path) -> None:
     text = notebook(cell(SETUP), cell(LOOP.rstrip("\n")), cell("done = True"))
     path = tmp_path / "nb.ipynb"
     path.write_text(text)
-    report = fix_notebook(str(path), RULES, Settings(fix_style=FixStyle.NO_GRAD), write=True)
+    report = fix_file(str(path), RULES, Settings(fix_style=FixStyle.NO_GRAD), write=True)
     assert report.error is None and report.fixed == 1
     after = path.read_text()
     fixed_cell = LOOP.rstrip("\n").replace(
@@ -185,7 +264,7 @@ def test_fix_keeps_string_sources_magics_and_a_missing_final_newline(tmp_path: P
     text = notebook(cell(["%load_ext autoreload\n", SETUP]), cell(source="%%time\n" + LOOP + "!echo done"), newline=False)
     path = tmp_path / "nb.ipynb"
     path.write_text(text)
-    assert fix_notebook(str(path), RULES, Settings(), write=True).fixed == 1
+    assert fix_file(str(path), RULES, Settings(), write=True).fixed == 1
     data = json.loads(path.read_text())
     assert data["cells"][1]["source"] == ["%%time\n", *FIXED_LOOP.splitlines(keepends=True), "!echo done"]
     assert data["cells"][0]["source"] == ["%load_ext autoreload\n", SETUP]
@@ -198,7 +277,7 @@ def test_a_cell_stored_as_one_string_stays_one_string(tmp_path: Path) -> None:
     text = json.dumps(raw, indent=1)
     path = tmp_path / "nb.ipynb"
     path.write_text(text)
-    fix_notebook(str(path), RULES, Settings(), write=True)
+    fix_file(str(path), RULES, Settings(), write=True)
     assert json.loads(path.read_text())["cells"][1]["source"] == FIXED_LOOP
 
 
@@ -223,7 +302,7 @@ def test_add_noqa_in_a_notebook(tmp_path: Path) -> None:
     path = tmp_path / "nb.ipynb"
     text = notebook(cell(SETUP), cell("%%time\n" + LOOP))
     path.write_text(text)
-    assert add_noqa_to_notebook(str(path), RULES, Settings()) == (1, None)
+    assert add_noqa_to_file(str(path), RULES, Settings()) == (1, None)
     after = path.read_text()
     assert _changed_sources(text, after)[2][4] == "    w = w - 0.1 * w.grad  # noqa: TL001\n"
     assert findings(after) == []

@@ -44,3 +44,71 @@ def test_a_closed_pipe_ends_the_run_quietly(tmp_path: Path) -> None:
     result = subprocess.run(["bash", "-c", command], capture_output=True, text=True, cwd=tmp_path)
     assert result.stdout.count("\n") == 1
     assert "Traceback" not in result.stderr and "BrokenPipe" not in result.stderr
+
+
+# ---------------------------------------------------------------- syntax errors in every file
+TOKENLESS_ERRORS = {
+    "unclosed.py": "x = (1,\n",
+    "indent.py": "x = 1\n    y = 2\n",
+    "exempt.py": "# torchlint: noqa\ndef f(:\n",  # like ruff: a syntax error cannot be silenced
+}
+
+
+def _python_says(name: str, source: str) -> str:
+    try:
+        compile(source, name, "exec")
+    except SyntaxError as error:
+        return f"{name}:{error.lineno}:{error.offset}: error: syntax error: {error.msg}"
+    raise AssertionError(f"{name} compiles")
+
+
+def test_a_syntax_error_is_reported_in_a_file_without_any_rule_token(tmp_path: Path) -> None:
+    for name, source in TOKENLESS_ERRORS.items():
+        (tmp_path / name).write_text(source)
+    (tmp_path / "good.py").write_text("import torch\nw = torch.randn(3, requires_grad=True)\nw.add_(1)\n")
+    (tmp_path / "newer.py").write_text("type Vector = list[float]\n")  # 3.12 syntax: libcst reads it
+    result = subprocess.run([sys.executable, "-m", "torchlint", "--no-cache", "."], capture_output=True, text=True,
+                            cwd=tmp_path)
+    assert result.returncode == 2
+    expected = {name: _python_says(name, source) for name, source in TOKENLESS_ERRORS.items()}
+    assert sorted(result.stderr.splitlines()[:-1]) == sorted(expected.values())
+    assert "good.py:3:1: TL002" in result.stdout
+    for name, source in TOKENLESS_ERRORS.items():
+        piped = subprocess.run([sys.executable, "-m", "torchlint", "--stdin-filename", name, "-"], input=source,
+                               capture_output=True, text=True, cwd=tmp_path)
+        assert piped.returncode == 2 and piped.stderr.splitlines()[0] == expected[name]
+
+
+# ---------------------------------------------------------------- one pipeline
+def test_one_entry_point_for_sources_and_notebooks(tmp_path: Path) -> None:
+    rules = [rule for rule in runner_rules() if rule.code == "TL012"]
+    source = b"import torch\nb = torch.zeros(1)\nb.require_grad = True\n"
+    checked = runner.lint_content("t.py", source, Settings(), rules)
+    assert [f.code for f in checked.report.findings] == ["TL012"] and not checked.changed
+    fixed = runner.lint_content("t.py", source, Settings(), rules, action=runner.Action.FIX)
+    assert fixed.text == source.decode().replace("require_grad", "requires_grad") and fixed.report.fixed == 1
+    silenced = runner.lint_content("t.py", source, Settings(), rules, action=runner.Action.ADD_NOQA)
+    assert silenced.noqa_added == 1 and silenced.text.endswith("b.require_grad = True  # noqa: TL012\n")
+    notebook = '{"cells": [{"cell_type": "code", "source": "' + source.decode().replace("\n", "\\n") + '"}]}'
+    in_cells = runner.lint_content("nb.ipynb", notebook.encode(), Settings(), rules, action=runner.Action.FIX)
+    assert in_cells.report.fixed == 1 and "requires_grad = True" in in_cells.text
+    assert runner.lint_content("t.py", b"\xff\xfe x", Settings(), rules).report.error.startswith("cannot decode")
+
+
+def runner_rules():
+    from torchlint.rules import all_rules
+
+    return all_rules()
+
+
+def test_no_import_cycle_and_no_libcst_until_content_is_analysed() -> None:
+    code = (
+        "import sys, torchlint.runner\n"
+        "assert not {'torchlint.notebook', 'torchlint.engine', 'libcst'} & set(sys.modules), sys.modules.keys()\n"
+        "import torchlint.notebook\n"
+        "assert 'torchlint.runner' not in {m for m in sys.modules if m.startswith('torchlint.notebook')}\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
+    # notebook.py is a document model: it imports neither the runner nor the rules.
+    notebook_source = (Path(runner.__file__).parent / "notebook.py").read_text()
+    assert "torchlint.runner" not in notebook_source and "torchlint.rules" not in notebook_source

@@ -18,7 +18,7 @@ from torchlint.output import FORMATS, FORMATS_WITH_EDITS, FORMATS_WITH_SOURCE, f
 from torchlint.parallel import lint_files
 from torchlint.rulebook import page_for
 from torchlint.rules import all_rules, rule_codes
-from torchlint.runner import is_notebook
+from torchlint.runner import add_noqa_to_file
 from torchlint.settings import Settings, SettingsError, resolve_rules, validate_selectors
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
@@ -175,9 +175,11 @@ def _discover(args: argparse.Namespace, settings: Settings):
 
 
 def _print_error(path: str, error: str) -> None:
-    # "3:5: syntax error ..." and "cell 2:3:5: ..." are positions: flake8-style path:line:col.
-    positioned = error[:1].isdigit() or error.startswith("cell ")
-    print(f"{path}:{error}" if positioned else f"{path}: error: {error}", file=sys.stderr)
+    # "3:5: syntax error ..." and "cell 2:3:5: ..." start with a position: path:line:col: error: ...
+    if error[:1].isdigit() or error.startswith("cell "):
+        where, _, error = error.partition(": ")
+        path = f"{path}:{where}"
+    print(f"{path}: error: {error}", file=sys.stderr)
 
 
 def _lint(args: argparse.Namespace, settings: Settings) -> int:
@@ -227,21 +229,17 @@ def _lint_stdin(args: argparse.Namespace, settings: Settings, rules: list) -> in
     """Lint the source on stdin as if it were ``--stdin-filename``.  With ``--fix`` the
     fixed source goes to stdout (the input unchanged when it cannot be fixed) and the
     findings that remain go to stderr."""
-    from torchlint.files import ReadError, decode
+    from torchlint.runner import Action, lint_content
 
     name = args.stdin_filename or STDIN
     data = sys.stdin.buffer.read()
-    try:
-        source = decode(data)
-    except ReadError as error:
-        report = FileReport(name, error=str(error))
-    else:
-        report = _check_text(name, source.text, rules, settings, fix=args.fix or args.diff)
+    linted = lint_content(name, data, settings, rules, action=Action.FIX if args.fix or args.diff else Action.CHECK)
+    report = linted.report
     if report.error is not None:
         _print_error(name, report.error)
     if args.fix:
         fixed = report.source if report.error is None and report.source is not None else None
-        sys.stdout.buffer.write(fixed.encode(source.encoding) if fixed is not None else data)
+        sys.stdout.buffer.write(fixed.encode(linted.encoding) if fixed is not None else data)
         sys.stdout.flush()
         _report(args, [report], sys.stderr)
     elif args.diff:
@@ -251,79 +249,18 @@ def _lint_stdin(args: argparse.Namespace, settings: Settings, rules: list) -> in
     return _summarize(args, [report], int(report.error is not None))
 
 
-def _check_text(name: str, text: str, rules: list, settings: Settings, *, fix: bool) -> FileReport:
-    if is_notebook(name):
-        from torchlint.notebook import check_notebook, fix_notebook
-
-        if fix:
-            return fix_notebook(name, rules, settings, write=False, text=text)
-        return check_notebook(name, rules, settings, text=text)
-    import difflib
-
-    from torchlint.engine import FixError, SourceError, fix_source, lint_source, with_fix_edits
-    from torchlint.runner import rules_for_path
-
-    report = FileReport(name, source=text)
-    selected = rules_for_path(name, rules, settings)
-    try:
-        if fix:
-            result = fix_source(text, selected, settings.rule_options, unsafe=settings.unsafe_fixes)
-            report.findings, report.fixed, report.source = result.remaining, len(result.applied), result.source
-            if result.source != text:
-                report.diff = "".join(difflib.unified_diff(
-                    text.splitlines(keepends=True), result.source.splitlines(keepends=True), fromfile=name, tofile=name))
-        else:
-            linted = lint_source(text, selected, settings.rule_options)
-            report.findings = with_fix_edits(linted, text) if settings.fix_edits else linted.findings
-    except SourceError as error:
-        report.error = f"{error.line}:{error.col or 1}: {error}" if error.line is not None else str(error)
-    except FixError as error:
-        report.error = str(error)
-    return report
-
-
 def _add_noqa(args: argparse.Namespace, settings: Settings, rules: list) -> int:
     added = errors = 0
     for path, problem in _discover(args, settings):
         error = problem
         if error is None:
-            count, error = _add_noqa_to_file(path, rules, settings)
+            count, error = add_noqa_to_file(path, rules, settings)
             added += count
         if error is not None:
             _print_error(path, error)
             errors += 1
     print(f"Added {added} noqa directive{'s' * (added != 1)}.", file=sys.stderr)
     return EXIT_ERROR if errors else EXIT_CLEAN
-
-
-def _add_noqa_to_file(path: str, rules: list, settings: Settings) -> tuple[int, str | None]:
-    if is_notebook(path):
-        from torchlint.notebook import add_noqa_to_notebook
-
-        return add_noqa_to_notebook(path, rules, settings)
-    import libcst as cst
-
-    from torchlint.engine import SourceError, lint_source
-    from torchlint.files import ReadError, read_source, write_atomic
-    from torchlint.noqa import AddNoqaError, add_noqa
-    from torchlint.runner import rules_for_path
-
-    try:
-        source = read_source(path)
-        result = lint_source(source.text, rules_for_path(path, rules, settings), settings.rule_options)
-        new_text, changed = add_noqa(source.text, result.findings)
-        if changed:
-            cst.parse_module(new_text)  # a comment at a line's end never breaks code; make sure
-            write_atomic(path, new_text, source.encoding)
-    except SourceError as error:
-        return 0, f"{error.line}:{error.col or 1}: {error}" if error.line is not None else str(error)
-    except (ReadError, AddNoqaError) as error:
-        return 0, str(error)
-    except cst.ParserSyntaxError as error:
-        return 0, f"adding noqa comments would break the code ({error.message}); nothing is written"
-    except OSError as error:
-        return 0, f"cannot write: {error.strerror or error}"
-    return changed, None
 
 
 def _summarize(args: argparse.Namespace, reports: list[FileReport], errors: int) -> int:

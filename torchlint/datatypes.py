@@ -35,7 +35,8 @@ class FixStyle(enum.Enum):
 
 @dataclass(frozen=True)
 class RuleOptions:
-    fix_style: FixStyle = FixStyle.DATA
+    # None: not chosen by the user; the engine picks one the enabled rules agree with.
+    fix_style: FixStyle | None = None
 
 
 @dataclass(frozen=True)

@@ -28,11 +28,11 @@ from torchlint.noqa import (
     Use,
     file_exempt_codes,
     file_is_exempt,
-    physical_lines,
+    NoqaLines,
     run_audits,
     suppression,
 )
-from torchlint.rule import Diagnostic, Fix, FixSafety, Rule, RuleOptions
+from torchlint.rule import Diagnostic, Fix, FixSafety, FixStyle, Rule, RuleOptions
 from torchlint.textdiff import changed_span, line_and_column, line_starts
 
 MAX_FIX_PASSES = 10
@@ -107,6 +107,23 @@ def parse(source: str) -> cst.Module:
         raise SourceError(_TOO_DEEP) from None
     except cst.CSTValidationError as error:  # e.g. "a" b"x": parses, but is not valid Python
         raise SourceError(f"syntax error: {error}") from None
+
+
+def check_syntax(source: str) -> None:
+    """``SourceError`` if ``source`` does not parse, as ``parse`` would raise it, for a
+    fraction of the cost: CPython's parser alone (no libcst tree) when it accepts the
+    source.  When it rejects it, ``parse`` decides (libcst accepts syntax newer than
+    this interpreter, and it names the problem the way files with findings get it)."""
+    if len(source) > MAX_SOURCE_BYTES:
+        raise SourceError(too_large(len(source)))
+    try:
+        with warnings.catch_warnings(), _gc_paused():
+            warnings.simplefilter("ignore")  # invalid escape sequences and the like
+            compile(source, "<torchlint>", "exec", flags=ast.PyCF_ONLY_AST, dont_inherit=True)
+        return
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        pass
+    parse(source)
 
 
 # Deepest syntax tree analysed.  Real code stays under 100 levels (94 is the
@@ -291,8 +308,8 @@ def lint_source(
 ) -> LintResult:
     """Lint one module's source with the given rules.
 
-    ``respect_noqa`` False leaves line-level ``# noqa`` comments to the caller (flake8
-    applies them itself); torchlint's own file-level ``# torchlint: noqa`` always counts.
+    ``respect_noqa`` False leaves ``# noqa`` and ``# flake8: noqa`` comments to the caller
+    (flake8 applies them itself); torchlint's own file-level ``# torchlint: noqa`` always counts.
     """
     try:
         # A file's trees are built and dropped in one go: generational collections
@@ -304,22 +321,26 @@ def lint_source(
 
 
 def _lint_source(source: str, rules: Sequence[type[Rule]], options: RuleOptions, respect_noqa: bool) -> LintResult:
-    if file_is_exempt(source):
+    # ``# flake8: noqa`` is a noqa comment: the caller that applies those (flake8) decides.
+    if file_is_exempt(source, flake8=respect_noqa):
+        check_syntax(source)  # like ruff: a syntax error cannot be silenced
         return LintResult([])
-    exempt = file_exempt_codes(source)
+    options = _with_fix_style(options, rules)
+    exempt = file_exempt_codes(source, flake8=respect_noqa)
     if exempt:
         rules = [r for r in rules if not any(r.code.startswith(code) for code in exempt)]
     # Rules that audit noqa comments run after the others, and only when noqa comments count.
     audits = active_rules(source, [r for r in rules if issubclass(r, NoqaAudit)]) if respect_noqa else []
     checks = active_rules(source, [r for r in rules if not issubclass(r, NoqaAudit)])
     if not checks and not audits:
+        check_syntax(source)  # nothing to analyse, but a syntax error is still reported
         return LintResult([])
     module = parse(source)
     diagnostics = _analyse(module, source, checks, options) if checks else []
     if not diagnostics and not audits:
         return LintResult([], module, parsed=True)
     positions = node_positions(module)
-    lines = physical_lines(source)
+    lines = NoqaLines(source)
     used: set[Use] = set()
     findings = _position(diagnostics, positions, lines if respect_noqa else None, used)
     if audits:
@@ -328,6 +349,15 @@ def _lint_source(source: str, rules: Sequence[type[Rule]], options: RuleOptions,
         findings += _position(audit_diagnostics, positions, lines, set())
     findings.sort(key=lambda f: (f.line, f.col, f.code))
     return LintResult(findings, module, parsed=True)
+
+
+def _with_fix_style(options: RuleOptions, rules: Sequence[type[Rule]]) -> RuleOptions:
+    """The fix style the user chose or, failing that, one no enabled rule objects to: a fix
+    never produces code another enabled rule reports."""
+    if options.fix_style is not None:
+        return options
+    preferred = next((r.preferred_fix_style for r in rules if r.preferred_fix_style is not None), None)
+    return RuleOptions(fix_style=preferred or FixStyle.DATA)
 
 
 def _position(
@@ -472,9 +502,46 @@ def _subtree_ids(nodes: Iterable[cst.CSTNode]) -> set[int]:
 class _Replacer(cst.CSTTransformer):
     def __init__(self, replacements: dict[int, object]) -> None:
         self.replacements = replacements
+        # Compound statements the fixes create: adjacent ones with the same header merge.
+        self.created = {
+            id(node)
+            for new in replacements.values()
+            for node in (new.nodes if isinstance(new, cst.FlattenSentinel) else (new,))
+            if isinstance(node, cst.With)
+        }
 
     def on_leave(self, original_node: cst.CSTNode, updated_node: cst.CSTNode):  # type: ignore[override]
-        return self.replacements.get(id(original_node), updated_node)
+        replacement = self.replacements.get(id(original_node), updated_node)
+        if self.created and isinstance(replacement, (cst.IndentedBlock, cst.Module)):
+            return self._merge_created_blocks(replacement)
+        return replacement
+
+    def _merge_created_blocks(self, block: cst.IndentedBlock | cst.Module) -> cst.IndentedBlock | cst.Module:
+        """``with torch.no_grad(): a`` next to ``with torch.no_grad(): b``, both written by
+        fixes, become one block (consecutive updates share one ``with``)."""
+        merged: list[cst.BaseStatement] = []
+        for statement in block.body:
+            previous = merged[-1] if merged else None
+            if (
+                isinstance(previous, cst.With)
+                and isinstance(statement, cst.With)
+                and id(previous) in self.created
+                and id(statement) in self.created
+                and isinstance(previous.body, cst.IndentedBlock)
+                and isinstance(statement.body, cst.IndentedBlock)
+                and not statement.leading_lines  # a comment or blank line between keeps them apart
+                and _header(previous) == _header(statement)
+            ):
+                combined = previous.with_changes(body=previous.body.with_changes(body=[*previous.body.body, *statement.body.body]))
+                self.created.add(id(combined))
+                merged[-1] = combined
+            else:
+                merged.append(statement)
+        return block.with_changes(body=merged) if len(merged) != len(block.body) else block
+
+
+def _header(statement: cst.With) -> str:
+    return cst.Module([]).code_for_node(statement.with_changes(body=cst.IndentedBlock([]), leading_lines=()))
 
 
 def apply_fixes(module: cst.Module, fixes: Sequence[Fix]) -> str:

@@ -3,6 +3,9 @@ libcst nodes; the engine applies them by replacing the original nodes."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import dataclass
+
 import libcst as cst
 
 from torchlint.rule import Fix, FixSafety
@@ -70,22 +73,25 @@ def no_grad_call(torch_name: str) -> cst.Call:
 
 
 def wrap_in_no_grad(
-    line: cst.SimpleStatementLine, new_statement: cst.BaseSmallStatement, torch_name: str
+    line: cst.SimpleStatementLine,
+    new_statements: cst.BaseSmallStatement | Sequence[cst.BaseSmallStatement],
+    torch_name: str,
 ) -> cst.With:
-    """Turn a one-statement line into ``with torch.no_grad():`` around the new statement.
+    """Turn a one-statement line into ``with torch.no_grad():`` around the new statement(s),
+    one line each.
 
     Comments above the line stay above the ``with``; a trailing comment stays on
-    the statement.
+    the last statement.
     """
-    inner = cst.SimpleStatementLine(
-        body=[new_statement.with_changes(semicolon=cst.MaybeSentinel.DEFAULT)],
-        trailing_whitespace=line.trailing_whitespace,
-    )
+    if isinstance(new_statements, cst.BaseSmallStatement):
+        new_statements = [new_statements]
+    statements = [s.with_changes(semicolon=cst.MaybeSentinel.DEFAULT) for s in new_statements]
+    inner = _lines(statements, (), line.trailing_whitespace)
     # The new header line ends like the line it replaces (files with mixed line endings).
     header = cst.TrailingWhitespace(newline=line.trailing_whitespace.newline)
     return cst.With(
         items=[cst.WithItem(item=no_grad_call(torch_name))],
-        body=cst.IndentedBlock(body=[inner], header=header),
+        body=cst.IndentedBlock(body=inner, header=header),
         leading_lines=line.leading_lines,
     )
 
@@ -103,6 +109,16 @@ def source_of(node: cst.CSTNode) -> str:
     return cst.Module(body=[]).code_for_node(node)
 
 
+@dataclass(frozen=True)
+class InplaceUpdate:
+    """``target = target <op> arg`` to be rewritten as ``target.<method>(args)``."""
+
+    target: cst.BaseExpression
+    method: str
+    args: list[cst.Arg]
+    aug_op: cst.BaseAugOp | None
+
+
 def inplace_update(
     *,
     small: cst.BaseSmallStatement,
@@ -115,27 +131,121 @@ def inplace_update(
     line: cst.CSTNode | None,
     torch_name: str | None,
 ) -> Fix:
-    """Rewrite the statement ``small`` into an in-place update of ``target`` that keeps it a leaf.
+    """Rewrite the statement ``small`` into an in-place update of ``target`` that keeps it a leaf
+    (see ``inplace_updates``)."""
+    return inplace_updates(
+        small=small,
+        updates=[InplaceUpdate(target, method, args, aug_op)],
+        no_grad_style=no_grad_style,
+        grad_disabled_here=grad_disabled_here,
+        line=line,
+        torch_name=torch_name,
+    )
+
+
+def inplace_updates(
+    *,
+    small: cst.BaseSmallStatement,
+    updates: list[InplaceUpdate | cst.Assign],
+    no_grad_style: bool,
+    grad_disabled_here: bool,
+    line: cst.CSTNode | None,
+    torch_name: str | None,
+) -> Fix:
+    """Rewrite the statement ``small`` into one in-place update per target that keeps it a
+    leaf (an ``Assign`` in ``updates`` is a part of the statement that is kept as it is).
 
     Style "data": ``target.data.<method>(args)``.  Style "no_grad": inside a
     no_grad block ``target <op>= arg`` (or ``target.<method>(args)``), elsewhere
-    the same wrapped in ``with torch.no_grad():``; when the statement cannot be
-    wrapped (it shares its line) the data form is used.
+    the updates wrapped in one ``with torch.no_grad():`` (kept parts follow it); when the
+    statement cannot be wrapped (it shares its line) the data form is used.
     """
     semicolon = small.semicolon if hasattr(small, "semicolon") else cst.MaybeSentinel.DEFAULT
+    targets = ", ".join(f"`{source_of(u.target)}`" for u in updates if isinstance(u, InplaceUpdate))
+    kept = [u.with_changes(semicolon=cst.MaybeSentinel.DEFAULT) for u in updates if isinstance(u, cst.Assign)]
     if no_grad_style:
-        single_positional = len(args) == 1 and args[0].keyword is None and not args[0].star
-        if aug_op is not None and single_positional:
-            update: cst.BaseSmallStatement = cst.AugAssign(target=target, operator=aug_op, value=args[0].value)
-        else:
-            update = cst.Expr(method_call(target, method, args))
+        in_place = [_no_grad_form(u) for u in updates if isinstance(u, InplaceUpdate)]
         if grad_disabled_here:
-            return replace(f"update `{source_of(target)}` in place", small, update.with_changes(semicolon=semicolon))
+            return _replace_statements(f"update {targets} in place", small, line, [*in_place, *kept], semicolon)
         if torch_name and isinstance(line, cst.SimpleStatementLine) and can_wrap_statement(line, small):
-            return replace(
-                f"update `{source_of(target)}` in place under `torch.no_grad()`",
-                line,
-                wrap_in_no_grad(line, update, torch_name),
-            )
-    statement = cst.Expr(method_call(data_of(target), method, args), semicolon=semicolon)
-    return replace(f"update `{source_of(target)}.data` in place", small, statement)
+            description = f"update {targets} in place under `torch.no_grad()`"
+            if not kept:
+                return replace(description, line, wrap_in_no_grad(line, in_place, torch_name))
+            # The kept parts run after the block, in grad mode as before.
+            plain_end = cst.TrailingWhitespace(newline=line.trailing_whitespace.newline)
+            block = wrap_in_no_grad(line.with_changes(trailing_whitespace=plain_end), in_place, torch_name)
+            return replace(description, line, cst.FlattenSentinel([block, *_lines(kept, (), line.trailing_whitespace)]))
+        if torch_name and isinstance(line, cst.SimpleStatementLine) and any(s is small for s in line.body) and not kept:
+            # `a; w -= g`: the line is split so the update can have its block (a `.data`
+            # fallback would write what TL011 reports).
+            return replace(f"update {targets} in place under `torch.no_grad()`", line,
+                           _split_around(line, small, in_place, torch_name))
+    statements = [
+        cst.Expr(method_call(data_of(u.target), u.method, u.args)) if isinstance(u, InplaceUpdate)
+        else u.with_changes(semicolon=cst.MaybeSentinel.DEFAULT)
+        for u in updates
+    ]
+    data_targets = ", ".join(f"`{source_of(u.target)}.data`" for u in updates if isinstance(u, InplaceUpdate))
+    return _replace_statements(f"update {data_targets} in place", small, line, statements, semicolon)
+
+
+def _split_around(
+    line: cst.SimpleStatementLine, small: cst.BaseSmallStatement, in_place: list[cst.BaseSmallStatement],
+    torch_name: str,
+) -> cst.FlattenSentinel:
+    """The statements before ``small`` on its line, ``small`` replaced by a no_grad block, and
+    the statements after it, each group on lines of its own."""
+    index = next(i for i, s in enumerate(line.body) if s is small)
+    before, after = list(line.body[:index]), list(line.body[index + 1 :])
+    plain_end = cst.TrailingWhitespace(newline=line.trailing_whitespace.newline)
+    parts: list[cst.BaseStatement] = []
+    if before:
+        before[-1] = before[-1].with_changes(semicolon=cst.MaybeSentinel.DEFAULT)
+        parts.append(line.with_changes(body=before, trailing_whitespace=plain_end))
+    last_end = line.trailing_whitespace if not after else plain_end
+    block_line = line.with_changes(leading_lines=() if before else line.leading_lines, trailing_whitespace=last_end)
+    parts.append(wrap_in_no_grad(block_line, in_place, torch_name))
+    if after:
+        after[-1] = after[-1].with_changes(semicolon=cst.MaybeSentinel.DEFAULT)
+        parts.append(cst.SimpleStatementLine(body=after, trailing_whitespace=line.trailing_whitespace))
+    return cst.FlattenSentinel(parts)
+
+
+def _no_grad_form(update: InplaceUpdate) -> cst.BaseSmallStatement:
+    single_positional = len(update.args) == 1 and update.args[0].keyword is None and not update.args[0].star
+    if update.aug_op is not None and single_positional:
+        return cst.AugAssign(target=update.target, operator=update.aug_op, value=update.args[0].value)
+    return cst.Expr(method_call(update.target, update.method, update.args))
+
+
+def _replace_statements(
+    description: str,
+    small: cst.BaseSmallStatement,
+    line: cst.CSTNode | None,
+    statements: list[cst.BaseSmallStatement],
+    semicolon: cst.Semicolon | cst.MaybeSentinel,
+) -> Fix:
+    """``small`` replaced by ``statements``: one line each when ``small`` has its line to
+    itself, else joined with semicolons in its place."""
+    if len(statements) == 1:
+        return replace(description, small, statements[0].with_changes(semicolon=semicolon))
+    if isinstance(line, cst.SimpleStatementLine) and can_wrap_statement(line, small):
+        return replace(description, line, cst.FlattenSentinel(
+            _lines(statements, line.leading_lines, line.trailing_whitespace)))
+    joined = [s.with_changes(semicolon=cst.Semicolon(whitespace_after=cst.SimpleWhitespace(" "))) for s in statements]
+    joined[-1] = joined[-1].with_changes(semicolon=semicolon)
+    return replace(description, small, cst.FlattenSentinel(joined))
+
+
+def _lines(
+    statements: list[cst.BaseSmallStatement],
+    leading_lines: Sequence[cst.EmptyLine],
+    trailing: cst.TrailingWhitespace,
+) -> list[cst.SimpleStatementLine]:
+    """One line per statement; comments above stay above the first, a trailing comment stays
+    on the last, and every line ends like the original (mixed line endings)."""
+    plain_end = cst.TrailingWhitespace(newline=trailing.newline)
+    lines = [cst.SimpleStatementLine(body=[s], trailing_whitespace=plain_end) for s in statements]
+    lines[0] = lines[0].with_changes(leading_lines=leading_lines)
+    lines[-1] = lines[-1].with_changes(trailing_whitespace=trailing)
+    return lines

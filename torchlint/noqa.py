@@ -1,6 +1,15 @@
 """``# noqa`` handling, compatible with flake8: ``# noqa`` silences every code on
 the line, ``# noqa: TL001,TL002`` only those (a listed prefix covers the codes it
-starts); ``# torchlint: noqa`` anywhere in a file skips the file.
+starts).  Any spelling flake8 honours is honoured (torchlint also accepts ``#noqa``
+and lower-case codes: the flake8 plugin applies these suppressions itself, so
+``flake8 --select TL`` and ``torchlint`` agree on every spelling).  Like flake8, a
+comment anywhere in a multi-line string or backslash-continued line counts for
+all of its lines.
+
+File level: ``# torchlint: noqa`` anywhere in a file skips the file;
+``# torchlint: noqa: CODES`` turns those codes off.  ``# flake8: noqa`` on a line
+of its own skips the file too, and ``# flake8: noqa: CODES`` turns those codes off,
+as ruff reads it (flake8 itself skips the whole file then).
 
 Also here: the hook for rules that audit the suppression comments themselves
 (``NoqaAudit``, run by the engine after the other rules) and ``add_noqa``, which
@@ -26,6 +35,11 @@ FILE_NOQA = re.compile(r"#\s*torchlint\s*:\s*noqa\b(?!\s*:)", re.IGNORECASE)
 FILE_NOQA_CODES = re.compile(
     r"#\s*torchlint\s*:\s*noqa\s*:\s*(?P<codes>[A-Z]+[0-9]+(?:[,\s]+[A-Z]+[0-9]+)*)", re.IGNORECASE
 )
+# `# flake8: noqa` as flake8 (a line starting with it, `=` for `:` allowed) and ruff (spaces anywhere) read it.
+FLAKE8_FILE_NOQA = re.compile(
+    r"^\s*#\s*flake8\s*[:=]\s*noqa(?:\s*:\s*(?P<codes>[A-Z]+[0-9]+(?:[,\s]+[A-Z]+[0-9]+)*))?",
+    re.IGNORECASE | re.MULTILINE,
+)
 _SPLIT = re.compile(r"[,\s]+")
 _NEWLINE = re.compile(r"\r\n|\r|\n")
 _LINE_WITH_ENDING = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+$")
@@ -43,15 +57,22 @@ def physical_lines(source: str) -> list[str]:
     return lines
 
 
-def file_is_exempt(source: str) -> bool:
-    return FILE_NOQA.search(source) is not None
-
-
-def file_exempt_codes(source: str) -> frozenset[str]:
-    """The codes that ``# torchlint: noqa: CODES`` comments turn off for the whole file."""
-    return frozenset(
-        code.upper() for match in FILE_NOQA_CODES.finditer(source) for code in _SPLIT.split(match.group("codes")) if code
+def file_is_exempt(source: str, *, flake8: bool = True) -> bool:
+    """Whether the file is skipped (``flake8`` False: ``# flake8: noqa`` does not count, as
+    under flake8's ``--disable-noqa``)."""
+    if FILE_NOQA.search(source) is not None:
+        return True
+    return flake8 and "flake8" in source.lower() and any(
+        match.group("codes") is None for match in FLAKE8_FILE_NOQA.finditer(source)
     )
+
+
+def file_exempt_codes(source: str, *, flake8: bool = True) -> frozenset[str]:
+    """The codes that ``# torchlint: noqa: CODES`` and ``# flake8: noqa: CODES`` turn off for the whole file."""
+    matches = list(FILE_NOQA_CODES.finditer(source))
+    if flake8 and "flake8" in source.lower():
+        matches += [match for match in FLAKE8_FILE_NOQA.finditer(source) if match.group("codes") is not None]
+    return frozenset(code.upper() for match in matches for code in _SPLIT.split(match.group("codes")) if code)
 
 
 def noqa_codes(line: str) -> frozenset[str] | None:
@@ -69,8 +90,59 @@ def _listed(match: re.Match[str]) -> list[str]:
     return [code.upper() for code in _SPLIT.split(codes.strip()) if code] if codes else []
 
 
+class NoqaLines:
+    """A source's physical lines, and which lines a noqa comment on one of them covers:
+    flake8 searches the whole span of a multi-line string or backslash-continued line
+    (its ``noqa_line_for``).  The spans are tokenized only when asked for."""
+
+    def __init__(self, source: str) -> None:
+        self.lines = physical_lines(source)
+        self.any = "noqa" in source.lower()  # no comment anywhere: nothing to look up
+        self._spans: dict[int, range] | None = None
+
+    def __len__(self) -> int:
+        return len(self.lines)
+
+    def __getitem__(self, index: int) -> str:
+        return self.lines[index]
+
+    def around(self, numbers: Iterable[int]) -> list[int]:
+        """``numbers`` and the other lines of their spans, in order, each once."""
+        if self._spans is None:
+            self._spans = _token_spans(self.lines)
+        seen: dict[int, None] = {}
+        for number in numbers:
+            seen.update(dict.fromkeys(self._spans.get(number, (number,))))
+        return list(seen)
+
+
+def _token_spans(lines: Sequence[str]) -> dict[int, range]:
+    """Each line that shares a span with others (between two NL/NEWLINE tokens) -> the span."""
+    spans: dict[int, range] = {}
+    first: int | None = None
+    last = 0
+    try:
+        for token in tokenize.generate_tokens(iter(line + "\n" for line in lines).__next__):
+            if token.type in (tokenize.ENDMARKER, tokenize.DEDENT):
+                continue
+            first = token.start[0] if first is None else first
+            last = max(last, token.end[0])
+            if token.type in (tokenize.NL, tokenize.NEWLINE):
+                if last > first:
+                    spans.update(dict.fromkeys(range(first, last + 1), range(first, last + 1)))
+                first, last = None, 0
+    except (tokenize.TokenError, SyntaxError):  # flake8 then uses no spans either
+        return {}
+    return spans
+
+
 def suppression(code: str, lines: Sequence[str], line_numbers: Iterable[int]) -> Use | None:
-    """The noqa comment on one of the (1-based) ``line_numbers`` that covers ``code``, if any."""
+    """The noqa comment on one of the (1-based) ``line_numbers`` that covers ``code``, if any
+    (with ``NoqaLines``: also on the other lines of their multi-line spans)."""
+    if isinstance(lines, NoqaLines):
+        if not lines.any:
+            return None
+        line_numbers = lines.around(line_numbers)
     for number in line_numbers:
         if not 1 <= number <= len(lines):
             continue

@@ -5,7 +5,10 @@ cell is known in later ones), separated by a boundary line.  IPython syntax
 (``%magic``, ``!shell``, ``x = !cmd``, ``obj?``, and the first line of a
 ``%%time``-like cell magic) is masked by a placeholder of the same line count, so
 positions stay put; cells under any other cell magic (``%%bash``, ``%%html``...)
-are not Python and are skipped.
+are not Python and are skipped.  A cell whose first line is indented is dedented
+the way IPython runs it (its ``leading_indent`` transform), columns mapped back.
+A cell that does not parse on its own can be left out of the program
+(``Notebook(text, skip=...)``): the pipeline reports it and lints the others.
 
 Findings name the cell like ruff does: ``cell N`` counts every cell of the
 notebook (markdown and raw cells too), from 1, and lines and columns count within
@@ -23,13 +26,8 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from json.decoder import scanstring  # type: ignore[attr-defined]
 
-from torchlint.datatypes import FileReport, Finding, TextEdit
-from torchlint.engine import FixError, SourceError, fix_source, lint_source, parse, with_fix_edits
-from torchlint.files import MAX_NOTEBOOK_BYTES, ReadError, read_source, write_atomic
-from torchlint.noqa import add_noqa
-from torchlint.rule import Rule
-from torchlint.runner import rules_for_path
-from torchlint.settings import Settings
+from torchlint.datatypes import Finding, TextEdit
+from torchlint.engine import FixError
 
 # Cell magics whose body is Python (as in ruff); other cell magics make the cell non-Python.
 PYTHON_CELL_MAGICS = frozenset({"time", "timeit", "capture", "prun", "debug", "python", "python3", "pypy", "writefile_py"})
@@ -49,8 +47,14 @@ class Cell:
     index: int  # position in the "cells" list
     text: str  # the cell's source as stored
     first_line: int = 0  # 1-based line of the program where the cell starts
-    program_text: str = ""  # the cell as it appears in the program (IPython syntax masked)
+    program_text: str = ""  # the cell as it appears in the program (dedented, IPython syntax masked)
     masked: dict[str, str] = field(default_factory=dict)  # placeholder tag -> original line
+    indent: str = ""  # removed from the start of the lines in ``dedented`` (IPython's leading_indent)
+    dedented: frozenset[int] = frozenset()  # 1-based cell lines that had ``indent`` removed
+
+    def column_shift(self, line: int) -> int:
+        """How many characters the program's text of cell ``line`` lacks at its start."""
+        return len(self.indent) if line in self.dedented else 0
 
     @property
     def line_count(self) -> int:
@@ -68,8 +72,10 @@ def _lines(text: str) -> list[str]:
 class Notebook:
     """A parsed notebook and the program made of its Python cells."""
 
-    def __init__(self, text: str) -> None:
+    def __init__(self, text: str, skip: frozenset[int] = frozenset()) -> None:
+        """``skip``: numbers of cells to leave out of the program (they stay in the file as they are)."""
         self.text = text
+        self.skipped = skip
         try:
             data = json.loads(text)
         except json.JSONDecodeError as error:
@@ -80,8 +86,12 @@ class Notebook:
             raise NotebookError("not a Jupyter notebook (nbformat 4): no `cells` list")
         self.data = data
         self._tag = _unique_tag(text)
-        self.cells = [cell for cell in self._code_cells(data) if cell.text.strip()]
+        self.cells = [cell for cell in self._code_cells(data) if cell.text.strip() and cell.number not in skip]
         self.program, self._line_map = self._build_program()
+
+    def without(self, numbers: frozenset[int]) -> Notebook:
+        """This notebook with the program leaving out these cells too."""
+        return Notebook(self.text, self.skipped | numbers)
 
     # ------------------------------------------------------------ reading
     def _code_cells(self, data: dict) -> Iterator[Cell]:
@@ -121,13 +131,14 @@ class Notebook:
         return "".join(parts), line_map
 
     def _mask(self, cell: Cell) -> str | None:
-        lines = _lines(cell.text)
-        first = lines[0].strip() if lines else ""
+        lines = _dedent(cell)
+        first = next((line.strip() for line in lines if line.strip()), "")
         if first.startswith("%%"):
             name = first[2:].split(maxsplit=1)[0] if first[2:].strip() else ""
             if name not in PYTHON_CELL_MAGICS:
                 return None
-            ranges = [(0, 1), *((start + 1, end + 1) for start, end in _magic_ranges(lines[1:]))]
+            at = next(index for index, line in enumerate(lines) if line.strip())
+            ranges = [(at, at + 1), *((start + at + 1, end + at + 1) for start, end in _magic_ranges(lines[at + 1:]))]
         else:
             ranges = list(_magic_ranges(lines))
         for start, end in ranges:
@@ -159,15 +170,17 @@ class Notebook:
         return cell, last + 1
 
     def to_cells(self, finding: Finding) -> Finding:
-        """The finding with lines counted in its cell."""
+        """The finding with lines (and columns, in a dedented cell) counted in its cell."""
         cell, line = self.locate(finding.line)
         end_cell, end_line = self.locate(finding.end_line)
         end_col = finding.end_col
         if end_cell != cell:  # cannot happen for a statement; keep the range inside the cell
             end_line, end_col = line, finding.col
+        shift = self._cell(cell).column_shift if self._has_cell(cell) else (lambda _: 0)
         noqa_lines = tuple(n for c, n in map(self.locate, finding.noqa_lines) if c == cell)
         edits = tuple(self._edit_in_cell(edit, cell) for edit in finding.edits)
-        return replace(finding, line=line, end_line=end_line, end_col=end_col, cell=cell, noqa_lines=noqa_lines,
+        return replace(finding, line=line, col=finding.col + shift(line), end_line=end_line,
+                       end_col=end_col + shift(end_line), cell=cell, noqa_lines=noqa_lines,
                        edits=tuple(edit for edit in edits if edit is not None))
 
     def _edit_in_cell(self, edit: TextEdit, cell: int) -> TextEdit | None:
@@ -175,21 +188,23 @@ class Notebook:
         end_cell, end_line = self.locate(edit.end_line)
         if start_cell != cell or end_cell != cell:
             return None
-        return replace(edit, line=line, end_line=end_line)
+        stored = self._cell(cell)
+        if not stored.indent:
+            return replace(edit, line=line, end_line=end_line)
+        if line not in stored.dedented or end_line not in stored.dedented:
+            return None  # a line IPython did not dedent: its columns are not shifted uniformly
+        # A position at a line's start stays before the indentation; any other moves past it.
+        # Each line of new text that starts a line gets the indentation back.
+        indent = stored.indent
+        content = _LINE_START.sub(lambda match: match.group() + indent, edit.content)
+        if edit.col == 1 and content[:1] not in ("", "\n", "\r"):
+            content = indent + content
+        return replace(edit, line=line, col=edit.col + (len(indent) if edit.col > 1 else 0), end_line=end_line,
+                       end_col=edit.end_col + (len(indent) if edit.end_col > 1 else 0), content=content)
 
-    def error_text(self, error: SourceError) -> str:
-        """One line naming the cell: the first cell that does not parse on its own (an
-        unclosed bracket is reported in its cell, not where the parser gave up)."""
-        for cell in self.cells:
-            try:
-                parse(cell.program_text)
-            except SourceError as cell_error:
-                if cell_error.line is not None:
-                    return f"cell {cell.number}:{cell_error.line}:{cell_error.col or 1}: {cell_error}"
-        if error.line is None:
-            return str(error)
-        cell_number, line = self.locate(error.line)
-        return f"cell {cell_number}:{line}:{error.col or 1}: {error}"
+    def position_in_cell(self, number: int, line: int, col: int) -> tuple[int, int]:
+        """A (line, col) counted in a cell's program text, as counted in the cell itself."""
+        return line, col + self._cell(number).column_shift(line)
 
     # ------------------------------------------------------------ writing
     def cell_sources(self, program: str) -> dict[int, str]:
@@ -205,11 +220,29 @@ class Notebook:
             raise FixError("a fix moved code across notebook cells; nothing is written")
         sources: dict[int, str] = {}
         for cell, chunk in zip(self.cells, chunks):
-            text = "".join(self._unmask(line) for line in chunk)
+            text = "".join(self._restore(cell, chunk))
             if not cell.text.endswith(("\n", "\r")) and text.endswith("\n"):
                 text = text[:-1]
             sources[cell.number] = text
         return sources
+
+    def _restore(self, cell: Cell, chunk: list[str]) -> Iterator[str]:
+        """The cell's lines for its (possibly fixed) program lines: unchanged lines as
+        stored, changed ones unmasked and given back the indentation IPython removed."""
+        if chunk == _lines(cell.program_text) and not cell.indent:
+            yield from (self._unmask(line) for line in chunk)
+            return
+        stored = _lines(cell.text)
+        if stored and not stored[-1].endswith(("\n", "\r")):
+            stored[-1] += "\n"
+        matcher = difflib.SequenceMatcher(None, _lines(cell.program_text), chunk, autojunk=False)
+        for tag, start, end, new_start, new_end in matcher.get_opcodes():
+            if tag == "equal":
+                yield from stored[start:end]
+                continue
+            for line in chunk[new_start:new_end]:
+                line = self._unmask(line)
+                yield cell.indent + line if cell.indent and line.strip() else line
 
     def _unmask(self, line: str) -> str:
         if self._tag not in line:
@@ -223,6 +256,8 @@ class Notebook:
 
     def render(self, program: str) -> str:
         """The notebook file's text with the cells of ``program`` that differ written back."""
+        if program == self.program:
+            return self.text
         changed = {number: text for number, text in self.cell_sources(program).items()
                    if text != self._cell(number).text}
         if not changed:
@@ -242,6 +277,14 @@ class Notebook:
 
     def _cell(self, number: int) -> Cell:
         return next(cell for cell in self.cells if cell.number == number)
+
+    def _has_cell(self, number: int) -> bool:
+        return any(cell.number == number for cell in self.cells)
+
+    @property
+    def cell_texts(self) -> dict[int, str]:
+        """Each Python cell's source as stored, by cell number (the skipped ones too)."""
+        return {cell.number: cell.text for cell in self._code_cells(self.data) if cell.text.strip()}
 
 
 def _is_python(metadata: object) -> bool:
@@ -265,6 +308,26 @@ def _unique_tag(text: str) -> str:
 
 
 # ---------------------------------------------------------------- IPython syntax
+_INDENT = re.compile(r"[ \t]+")
+_LINE_START = re.compile(r"(?:\r\n|\r|\n)(?=[^\r\n])")
+
+
+def _dedent(cell: Cell) -> list[str]:
+    """The cell's lines as IPython runs them: when the first line that is not blank
+    starts with spaces or tabs, that exact prefix is removed from every line starting
+    with it (IPython's ``leading_empty_lines`` then ``leading_indent``; the blank lines
+    before are kept here, Python ignores them).  Records what was removed on ``cell``."""
+    lines = _lines(cell.text)
+    first = next((line for line in lines if line.strip()), "")
+    indent = _INDENT.match(first)
+    if indent is None:
+        return lines
+    cell.indent = indent.group()
+    dedented = {number for number, line in enumerate(lines, 1) if line.startswith(cell.indent)}
+    cell.dedented = frozenset(dedented)
+    return [line[len(cell.indent):] if number in dedented else line for number, line in enumerate(lines, 1)]
+
+
 def _is_magic(line: str) -> bool:
     stripped = line.strip()
     if not stripped:
@@ -420,102 +483,16 @@ def _escapes_non_ascii(text: str) -> bool:
     return any(int(code, 16) > 127 for code in re.findall(r"\\u([0-9a-fA-F]{4})", text))
 
 
-# ---------------------------------------------------------------- checking and fixing
-def read_notebook(path: str, text: str | None = None) -> Notebook:
-    if text is None:
-        text = read_source(path, MAX_NOTEBOOK_BYTES).text
-    return Notebook(text)
-
-
-def check_notebook(path: str, rules: Sequence[type[Rule]], settings: Settings, *, text: str | None = None) -> FileReport:
-    report = FileReport(path)
-    try:
-        notebook = read_notebook(path, text)
-    except (ReadError, NotebookError) as error:
-        report.error = str(error)
-        return report
-    try:
-        result = lint_source(notebook.program, rules_for_path(path, rules, settings), settings.rule_options)
-    except SourceError as error:
-        report.error = notebook.error_text(error)
-        return report
-    findings = with_fix_edits(result, notebook.program) if settings.fix_edits else result.findings
-    report.findings = [notebook.to_cells(finding) for finding in findings]
-    report.source = notebook.text
-    report.cells = {cell.number: cell.text for cell in notebook.cells}
-    return report
-
-
-def fix_notebook(
-    path: str,
-    rules: Sequence[type[Rule]],
-    settings: Settings,
-    *,
-    write: bool,
-    unsafe: bool | None = None,
-    text: str | None = None,
-) -> FileReport:
-    """Fix a notebook's cells; with ``write`` False only compute the diff (per cell)."""
-    report = FileReport(path)
-    try:
-        notebook = read_notebook(path, text)
-    except (ReadError, NotebookError) as error:
-        report.error = str(error)
-        return report
-    selected = rules_for_path(path, rules, settings)
-    try:
-        result = fix_source(notebook.program, selected, settings.rule_options,
-                            unsafe=settings.unsafe_fixes if unsafe is None else unsafe)
-        new_text = notebook.render(result.source)
-    except SourceError as error:
-        report.error = notebook.error_text(error)
-        return report
-    except FixError as error:
-        report.error = str(error)
-        return report
-    fixed = Notebook(new_text) if new_text != notebook.text else notebook
-    remaining = result.remaining
-    if fixed.program != result.source:  # cannot happen unless masking is not idempotent: re-lint to be exact
-        remaining = lint_source(fixed.program, selected, settings.rule_options).findings
-    report.findings = [fixed.to_cells(finding) for finding in remaining]
-    report.fixed = len(result.applied)
-    report.source = new_text
-    report.cells = {cell.number: cell.text for cell in fixed.cells}
-    report.diff = _cell_diffs(path, notebook, fixed)
-    if write and new_text != notebook.text:
-        try:
-            write_atomic(path, new_text, "utf-8")
-        except OSError as error:
-            report.error = f"cannot write fixed file: {error.strerror or error}"
-    return report
-
-
-def _cell_diffs(path: str, old: Notebook, new: Notebook) -> str:
-    new_cells = {cell.number: cell.text for cell in new.cells}
+# ---------------------------------------------------------------- diffs
+def cell_diffs(path: str, old: Notebook, new: Notebook) -> str:
+    """A unified diff per changed cell, named ``path:cell N``."""
+    new_cells = new.cell_texts
     diff: list[str] = []
-    for cell in old.cells:
-        after = new_cells.get(cell.number, cell.text)
-        if after != cell.text:
-            name = f"{path}:cell {cell.number}"
-            before_lines = [line if line.endswith("\n") else line + "\n" for line in _lines(cell.text)]
+    for number, before in old.cell_texts.items():
+        after = new_cells.get(number, before)
+        if after != before:
+            name = f"{path}:cell {number}"
+            before_lines = [line if line.endswith("\n") else line + "\n" for line in _lines(before)]
             after_lines = [line if line.endswith("\n") else line + "\n" for line in _lines(after)]
             diff.extend(difflib.unified_diff(before_lines, after_lines, fromfile=name, tofile=name))
     return "".join(diff)
-
-
-def add_noqa_to_notebook(path: str, rules: Sequence[type[Rule]], settings: Settings) -> tuple[int, str | None]:
-    """Add ``# noqa: CODE`` comments for every finding; returns (lines changed, error)."""
-    try:
-        notebook = read_notebook(path)
-        result = lint_source(notebook.program, rules_for_path(path, rules, settings), settings.rule_options)
-        program, changed = add_noqa(notebook.program, result.findings)
-        if not changed:
-            return 0, None
-        write_atomic(path, notebook.render(program), "utf-8")
-    except SourceError as error:
-        return 0, notebook.error_text(error)
-    except (ReadError, NotebookError, FixError) as error:
-        return 0, str(error)
-    except OSError as error:
-        return 0, f"cannot write: {error.strerror or error}"
-    return changed, None

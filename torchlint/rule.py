@@ -53,9 +53,13 @@ class Rule:
         self.options = options
         self._sink = sink
 
+    # A rule that reports what a fix style produces names the style it needs, used when the
+    # user chose none (TL011 reports `.data`: with it enabled, fixes use "no_grad").
+    preferred_fix_style: ClassVar[FixStyle | None] = None
+
     @property
     def fix_style(self) -> FixStyle:
-        return self.options.fix_style
+        return self.options.fix_style or FixStyle.DATA
 
     def report(
         self,

@@ -31,7 +31,7 @@ class Settings:
     per_file_ignores: tuple[tuple[str, tuple[str, ...]], ...] = ()
     exclude: tuple[str, ...] = DEFAULT_EXCLUDE
     extend_exclude: tuple[str, ...] = ()
-    fix_style: FixStyle = FixStyle.DATA
+    fix_style: FixStyle | None = None  # None: "data", or what an enabled rule prefers
     unsafe_fixes: bool = False
     respect_gitignore: bool = True
     extra: dict[str, object] = field(default_factory=dict, compare=False)

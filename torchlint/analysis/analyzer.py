@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
-from torchlint.analysis import events
+from torchlint.analysis import events, summaries
 from torchlint.analysis import torch_api as api
 from torchlint.analysis.events import AutogradEvent
 from torchlint.analysis.facts import ValueFacts
@@ -56,14 +56,25 @@ _COMPREHENSIONS = (cst.ListComp, cst.SetComp, cst.DictComp, cst.GeneratorExp)
 
 
 class _GradReadCollector(cst.CSTVisitor):
-    """Names whose ``.grad`` is read in a function body (nested functions excluded)."""
+    """Names whose ``.grad`` is read in a function body (nested functions excluded), and
+    names the body itself makes require grad (``x.requires_grad = True``, ``x.requires_grad_()``)."""
 
     def __init__(self) -> None:
         self.names: set[str] = set()
+        self.made_to_require_grad: set[str] = set()
 
     def visit_Attribute(self, node: cst.Attribute) -> None:
-        if node.attr.value == "grad" and isinstance(node.value, cst.Name):
-            self.names.add(node.value.value)
+        if isinstance(node.value, cst.Name):
+            if node.attr.value == "grad":
+                self.names.add(node.value.value)
+            elif node.attr.value in ("requires_grad", "requires_grad_"):
+                self.made_to_require_grad.add(node.value.value)
+
+    @property
+    def assumed_leaves(self) -> set[str]:
+        """Names whose ``.grad`` is read without the body making them a leaf first: a
+        parameter among them must be handed in as a leaf that requires grad."""
+        return self.names - self.made_to_require_grad
 
     def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
         return False
@@ -73,6 +84,23 @@ class _GradReadCollector(cst.CSTVisitor):
 
     def visit_Lambda(self, node: cst.Lambda) -> bool:
         return False
+
+
+class _CallCounter(cst.CSTVisitor):
+    """How many calls name each function or method, by its last name."""
+
+    def __init__(self) -> None:
+        self.counts: dict[str, int] = {}
+
+    def visit_Call(self, node: cst.Call) -> None:
+        func = node.func
+        name = func.value if type(func) is cst.Name else func.attr.value if type(func) is cst.Attribute else None
+        if name is not None:
+            self.counts[name] = self.counts.get(name, 0) + 1  # type: ignore[arg-type]
+
+
+# What a parameter may be bound to from its call sites: facts a rule can act on.
+_CALL_SITE_KINDS = frozenset({Kind.LEAF, Kind.NONLEAF, Kind.PLAIN, Kind.MODULE, Kind.OPTIMIZER})
 
 
 def _literal_bool(node: cst.BaseExpression | None) -> bool | None:
@@ -108,6 +136,8 @@ class Analyzer(ValueFacts, cst.CSTVisitor):
         self.scope = Scope("module", None, mode_stack=[ENABLED])
         self.statement: cst.SimpleStatementLine | cst.SimpleStatementSuite | None = None
         self.loops: list[cst.For | cst.While] = []
+        # Enclosing compound statements (if/for/while/try/with) of the current function body.
+        self.compound: list[cst.CSTNode] = []
         self._grad_reads_enabled = ".grad" in source
         self._grad_reads: list[set[str]] = [set()]
         self._block_hooks: list[tuple[cst.CSTNode, list[Callable[[cst.CSTNode], None]]]] = []
@@ -116,6 +146,14 @@ class Analyzer(ValueFacts, cst.CSTVisitor):
         self._rules: list[Rule] = []
         self._hooks: _BoundHooks | None = None  # built on first use, see ``_hooks_by_type``
         self._walker: Walker | None = None
+        self._call_counts: dict[str, int] | None = None
+        # Loop id -> names some statement in its body makes require grad (``x.requires_grad_()``).
+        self._made_leaf_in_loop: dict[int, set[str]] = {}
+        # Helper summaries (see summaries.py): shared with the summarising analyzers.
+        self.summaries: dict[tuple, Value] = {}
+        self.summary_depth = 0
+        self._summarising: FunctionInfo | None = None
+        self._returns: list[Value] = []
         self._init_facts()
 
     # ------------------------------------------------------------------ rules
@@ -223,6 +261,20 @@ class Analyzer(ValueFacts, cst.CSTVisitor):
         """``p.grad = None`` (or a zero tensor) assigned at the current point."""
         return events.event_of_assignment(self, target, value)
 
+    def made_leaf_in_loop(self, key: str, loop: cst.For | cst.While) -> bool:
+        """Whether the body of ``loop`` (so far) sets ``key.requires_grad`` / calls
+        ``key.requires_grad_()``: a value detached at the end of an iteration is made a leaf
+        again in the next one."""
+        return key in self._made_leaf_in_loop.get(id(loop), ())
+
+    def runs_every_iteration(self, loop: cst.For | cst.While) -> bool:
+        """Whether the current point runs on every iteration of the enclosing ``loop``: nothing
+        but ``with`` blocks stands between them (no ``if``, ``try`` or inner loop)."""
+        for index, node in enumerate(self.compound):
+            if node is loop:
+                return all(type(inner) is cst.With for inner in self.compound[index + 1 :])
+        return False
+
     def is_grad_mode_context(self, node: cst.BaseExpression) -> bool:
         return self._mode_of_context(node) is not None
 
@@ -292,10 +344,16 @@ class Analyzer(ValueFacts, cst.CSTVisitor):
 
     def _value_List(self, node: cst.List | cst.Tuple) -> Value:
         element: Value | None = None
+        values: list[Value] = []
         for item in node.elements:
             value = self.value_of(item.value) if isinstance(item, cst.Element) else UNKNOWN
+            values.append(value)
             element = value if element is None else join(element, value)
-        return Value(Kind.COLLECTION, node, element=element or UNKNOWN, tags=_EMPTY if not node.elements else frozenset())
+        # A tuple of fixed size also keeps each position (``return img, opt``).
+        starred = any(not isinstance(item, cst.Element) for item in node.elements)
+        items = tuple(values) if type(node) is cst.Tuple and not starred else None
+        return Value(Kind.COLLECTION, node, element=element or UNKNOWN, items=items,
+                     tags=_EMPTY if not node.elements else frozenset())
 
     _value_Tuple = _value_List
 
@@ -313,6 +371,9 @@ class Analyzer(ValueFacts, cst.CSTVisitor):
             if func.value in ("list", "tuple", "sorted", "reversed") and node.args:
                 inner = self.value_of(node.args[0].value)
                 return inner if inner.kind is Kind.COLLECTION else UNKNOWN
+        helper = self._resolve_callee(func)
+        if helper is not None and helper.name != "__init__":
+            return summaries.returned_value(self, helper, node)
         if type(func) is cst.Attribute:
             return self._value_of_method_call(node, func)
         callee = self.value_of(func)
@@ -332,6 +393,8 @@ class Analyzer(ValueFacts, cst.CSTVisitor):
             if flag is None:
                 return UNKNOWN
             return Value(Kind.LEAF if flag else Kind.PLAIN, node, tags=frozenset({"factory"}))
+        if qualified == api.VARIABLE:
+            return self._value_of_variable(node)
         if qualified == "torch.autograd.grad":
             return Value(Kind.COLLECTION, node, element=Value(Kind.PLAIN, node, tags=frozenset({"grad"})))
         if qualified == api.PARAMETER:
@@ -355,6 +418,21 @@ class Analyzer(ValueFacts, cst.CSTVisitor):
         if qualified.startswith("torch.") and last[:1].islower() and not qualified.startswith(("torch.optim", "torch.utils")):
             return self._derived([self.value_of(arg.value) for arg in node.args if arg.keyword is None], node)
         return UNKNOWN
+
+    def _value_of_variable(self, node: cst.Call) -> Value:
+        """Legacy ``Variable(t, requires_grad=True)`` is a new leaf; ``Variable(t)`` a plain
+        tensor, but of a tensor that requires grad an alias that still does (measured)."""
+        requires_grad = keyword_arg(node, "requires_grad")
+        if requires_grad is not None:
+            flag = _literal_bool(requires_grad.value)
+            if flag is None:
+                return UNKNOWN
+            return Value(Kind.LEAF if flag else Kind.PLAIN, node, tags=frozenset({"factory", "variable"}))
+        data = positional_args(node)
+        inner = self.value_of(data[0]) if data else UNKNOWN
+        if inner.kind is Kind.LEAF:
+            return self._derived([inner], node)
+        return Value(Kind.PLAIN, node, tags=frozenset({"variable"}))
 
     def _value_of_module_call(self, node: cst.Call, module: Value) -> Value:
         if "parameterless" in module.tags:
@@ -550,6 +628,8 @@ class Analyzer(ValueFacts, cst.CSTVisitor):
             value = value.tagged("rebound-leaf")  # TL001/TL003 territory
         self.scope.bind(key, value)
         function = self.scope.function
+        if self._summarising is not None:
+            return  # a look into a helper changes no class facts
         if function is not None and function.cls is not None and key.startswith("self.") and key.count(".") == 1:
             function.cls.record_attr(function.name, key[5:], value)
 
@@ -567,15 +647,18 @@ class Analyzer(ValueFacts, cst.CSTVisitor):
 
     def _apply_requires_grad_flag(self, target: cst.Attribute, flag_node: cst.BaseExpression) -> None:
         key = dotted_name(target.value)
-        if key is None:
-            return
-        self._set_requires_grad(key, _literal_bool(flag_node), target)
+        if key is not None:
+            self._set_requires_grad(key, _literal_bool(flag_node), target)
 
     def _set_requires_grad(self, key: str, flag: bool | None, node: cst.CSTNode) -> None:
-        """``key.requires_grad = flag`` / ``key.requires_grad_(flag)``: a plain tensor becomes a
-        leaf, a leaf a plain tensor; a flag that is not a literal leaves it unknown."""
+        """``x.requires_grad = flag`` / ``x.requires_grad_(flag)``.  Setting it on a tensor
+        of unknown origin only succeeds on a leaf, so afterwards ``x`` is a leaf that
+        requires grad; on a non-leaf it raises or is a no-op (TL005) and ``x`` stays as is."""
         current = self.value_of_key(key)
-        if flag is True and current.kind is Kind.PLAIN:
+        if flag is True:
+            for loop in self.loops:
+                self._made_leaf_in_loop.setdefault(id(loop), set()).add(key)
+        if flag is True and (current.kind is Kind.PLAIN or (current.kind is Kind.UNKNOWN and not current.cls)):
             self.scope.bind(key, Value(Kind.LEAF, node, tags=current.tags | {"requires_grad_"}))
         elif flag is False and current.kind is Kind.LEAF:
             self.scope.bind(key, Value(Kind.PLAIN, node))
@@ -641,6 +724,7 @@ class Analyzer(ValueFacts, cst.CSTVisitor):
     # ------------------------------------------------------------ control flow
     def _enter_If(self, node: cst.If) -> None:
         self._branch_states.append({"entry": dict(self.scope.values)})
+        self.compound.append(node)
         self._forget_guarded(node.test)
 
     def _leave_If_body(self, node: cst.If) -> None:
@@ -649,6 +733,7 @@ class Analyzer(ValueFacts, cst.CSTVisitor):
         self.scope.values = dict(frame["entry"])  # type: ignore[arg-type]
 
     def _leave_If(self, node: cst.If) -> None:
+        self.compound.pop()
         frame = self._branch_states.pop()
         self.scope.values = join_states(frame["body"], self.scope.values)  # type: ignore[arg-type]
 
@@ -656,20 +741,24 @@ class Analyzer(ValueFacts, cst.CSTVisitor):
         self._branch_states.append({"entry": dict(self.scope.values)})
         self._bind_loop_target(node.target, node.iter)
         self.loops.append(node)
+        self.compound.append(node)
 
     def _leave_For_body(self, node: cst.For | cst.While) -> None:
         self.loops.pop()
+        self.compound.pop()
         frame = self._branch_states.pop()
         self.scope.values = join_states(frame["entry"], self.scope.values)  # type: ignore[arg-type]
 
     def _enter_While_body(self, node: cst.While) -> None:
         self._branch_states.append({"entry": dict(self.scope.values)})
         self.loops.append(node)
+        self.compound.append(node)
 
     _leave_While_body = _leave_For_body
 
     def _enter_Try(self, node: cst.Try | cst.TryStar) -> None:
         self._branch_states.append({"entry": dict(self.scope.values), "ends": []})
+        self.compound.append(node)
 
     _enter_TryStar = _enter_Try
 
@@ -719,6 +808,7 @@ class Analyzer(ValueFacts, cst.CSTVisitor):
     def _leave_Try(self, node: cst.Try | cst.TryStar) -> None:
         self._merge_try()
         self._branch_states.pop()
+        self.compound.pop()
 
     _leave_TryStar = _leave_Try
 
@@ -733,9 +823,11 @@ class Analyzer(ValueFacts, cst.CSTVisitor):
         if mode is not None and self.grad_mode.inference and not mode.statically_disabled:
             mode = self.grad_mode
         self.scope.mode_stack.append(mode or self.grad_mode)
+        self.compound.append(node)
 
     def _leave_With_body(self, node: cst.With) -> None:
         self.scope.mode_stack.pop()
+        self.compound.pop()
 
     def _bind_loop_target(self, target: cst.BaseExpression, iterable: cst.BaseExpression) -> None:
         self._bind_target(target, self._element_of(iterable, target), None)
@@ -867,35 +959,40 @@ class Analyzer(ValueFacts, cst.CSTVisitor):
             self._analyse_function(scope.deferred.pop(0))
 
     def _analyse_function(self, info: FunctionInfo) -> None:
-        outer_scope, outer_statement, outer_loops = self.scope, self.statement, self.loops
+        outer_scope, outer_statement, outer_loops, outer_compound = self.scope, self.statement, self.loops, self.compound
         # A method's body sees module (not class) names; keep the class for `self`.
         parent = info.parent_scope.parent if info.parent_scope.kind == "class" else info.parent_scope
         scope = Scope("function", parent, function=info, mode_stack=[info.entry_mode])
-        self.scope, self.statement, self.loops = scope, None, []
+        self.scope, self.statement, self.loops, self.compound = scope, None, [], []
         grad_reads: set[str] = set()
         if self._grad_reads_enabled:
             collector = _GradReadCollector()
             self._walk(info.node.body, collector)
-            grad_reads = collector.names
+            grad_reads = collector.assumed_leaves
         self._grad_reads.append(grad_reads)
         self._bind_parameters(info, grad_reads)
         self._walk(info.node.body)
         self._run_deferred(scope)
         self._grad_reads.pop()
-        self.scope, self.statement, self.loops = outer_scope, outer_statement, outer_loops
+        self.scope, self.statement, self.loops, self.compound = outer_scope, outer_statement, outer_loops, outer_compound
 
-    def _bind_parameters(self, info: FunctionInfo, grad_reads: set[str]) -> None:
+    def _bind_parameters(
+        self, info: FunctionInfo, grad_reads: set[str], passed: dict[str, Value] | None = None
+    ) -> None:
         params = info.node.params
         ordered = [*params.posonly_params, *params.params]
-        is_method = info.cls is not None and not any(
-            isinstance(d.decorator, cst.Name) and d.decorator.value in ("staticmethod", "classmethod")
-            for d in info.node.decorators
-        )
+        is_method = info.is_method
+        if passed is None:
+            passed = self._values_from_every_call_site(info)
         for index, param in enumerate([*ordered, *params.kwonly_params]):
             name = param.name.value
             if index == 0 and is_method and info.cls is not None:
                 kind = Kind.MODULE if info.cls.is_module else Kind.OBJECT
                 self.scope.bind(name, Value(kind, param, cls=info.cls))
+            elif name in passed:
+                value = passed[name]
+                self.scope.bind(name, Value(value.kind, param, value.cls, value.element, value.items,
+                                            value.tags | {"param", "from-call-sites"}))
             elif name in grad_reads:
                 self.scope.bind(name, Value(Kind.LEAF, param, tags=frozenset({"param", "assumed-leaf"})))
             else:
@@ -904,23 +1001,107 @@ class Analyzer(ValueFacts, cst.CSTVisitor):
             if isinstance(star, cst.Param):
                 self.scope.bind(star.name.value, UNKNOWN)
 
+    def _values_from_every_call_site(self, info: FunctionInfo) -> dict[str, Value]:
+        """Parameter -> what every call site in the file passes for it, when all of them are
+        seen and agree on a tensor, module or optimizer (a helper that writes into the
+        Parameter it is handed, ``fill(self.emb.weight)``)."""
+        sites = info.call_arguments
+        if not sites or any(site is None for site in sites):
+            return {}
+        if len(sites) != self._call_sites_in_file().get(info.name, 0):
+            return {}  # some call sites are analysed later, or are not calls we resolve
+        agreed: dict[str, Value] = {}
+        for name in set.intersection(*(set(site) for site in sites if site is not None)):
+            value = sites[0][name]  # type: ignore[index]
+            for site in sites[1:]:
+                value = join(value, site[name])  # type: ignore[index]
+            if value.kind in _CALL_SITE_KINDS:
+                agreed[name] = value
+        return agreed
+
+    def _call_sites_in_file(self) -> dict[str, int]:
+        """How many calls name each function (``f(...)``, ``x.f(...)``): counted once per file,
+        only when a helper is handed something worth following."""
+        if self._call_counts is None:
+            counter = _CallCounter()
+            self._walk(self.module, counter)
+            self._call_counts = counter.counts
+        return self._call_counts
+
     # ------------------------------------------------------------ call graph
     # Runs for every call: exact type tests, not ``isinstance`` (slow on libcst's ABCs).
     def _enter_Call(self, node: cst.Call) -> None:
+        if self._summarising is not None:
+            return  # a look into a helper: the real analysis records its calls
         callee = self._resolve_callee(node.func)
         if callee is not None:
             callee.call_modes.append(self.grad_mode)
+            callee.call_arguments.append(self._arguments_passed(node, callee))
         elif type(node.func) is not cst.Attribute:
             module = self.value_of(node.func)
             forward = module.cls.method("forward") if module.kind is Kind.MODULE and module.cls else None
             if forward is not None:
                 forward.call_modes.append(self.grad_mode)
+                forward.call_arguments.append(self._arguments_passed(node, forward))
         for arg in node.args:
             # A function handed to someone else may be called in any mode.
             if type(arg.value) in _NAME_OR_ATTRIBUTE:
                 passed = self._resolve_callee(arg.value)
                 if passed is not None:
                     passed.call_modes.append(UNKNOWN_MODE)
+
+    # ------------------------------------------------------------ helper summaries
+    @classmethod
+    def for_summary(cls, caller: Analyzer) -> Analyzer:
+        """A rule-less analyzer that looks into a helper on behalf of ``caller``."""
+        helper = cls(caller.module, caller.source)
+        helper.imports = caller.imports
+        helper.qualify = caller.qualify  # type: ignore[method-assign]
+        helper.summaries = caller.summaries
+        helper.summary_depth = caller.summary_depth + 1
+        helper._grad_reads_enabled = caller._grad_reads_enabled
+        helper._entry_mode = caller.grad_mode
+        return helper
+
+    def summarise(self, info: FunctionInfo, passed: dict[str, Value]) -> Value:
+        """Analyse ``info``'s body with its parameters bound to ``passed``; the join of what
+        its ``return`` statements give."""
+        parent = info.parent_scope.parent if info.parent_scope.kind == "class" else info.parent_scope
+        mode = info.decorator_mode or self._entry_mode
+        self.scope = Scope("function", parent, function=info, mode_stack=[mode])
+        self._summarising = info
+        self._bind_parameters(info, set(), passed)
+        self._walk(info.node.body)
+        return summaries.join_returns(self._returns)
+
+    def _leave_Return(self, node: cst.Return) -> None:
+        if self._summarising is not None:
+            if self.scope.function is self._summarising:
+                self._returns.append(self.value_of(node.value) if node.value is not None else UNKNOWN)
+            return
+        self._note_return(node)  # the file's own analysis: what each function returns (facts.py)
+
+    def arguments_passed(self, call: cst.Call, callee: FunctionInfo) -> dict[str, Value] | None:
+        return self._arguments_passed(call, callee)
+
+    def _arguments_passed(self, call: cst.Call, callee: FunctionInfo) -> dict[str, Value] | None:
+        """Parameter name -> the value this call passes for it (None when ``*args`` /
+        ``**kwargs`` hide which argument goes where)."""
+        if any(arg.star for arg in call.args):
+            return None
+        params = callee.node.params
+        positional = [p.name.value for p in (*params.posonly_params, *params.params)]
+        if callee.is_method:
+            positional = positional[1:]  # `self` (or `cls`) is the receiver
+        passed: dict[str, Value] = {}
+        index = 0
+        for arg in call.args:
+            if arg.keyword is not None:
+                passed[arg.keyword.value] = self.value_of(arg.value)
+            elif index < len(positional):
+                passed[positional[index]] = self.value_of(arg.value)
+                index += 1
+        return passed
 
     def _resolve_callee(self, func: cst.BaseExpression) -> FunctionInfo | None:
         if type(func) is cst.Name:

@@ -49,6 +49,13 @@ class AutogradEvent:
     subject: cst.BaseExpression | None
     # BACKWARD/GRAD: the literal value of ``retain_graph`` (None: not given or not a literal).
     retain_graph: bool | None = None
+    # BACKWARD/GRAD: the literal value of ``create_graph`` (it keeps the graph too).
+    create_graph: bool | None = None
+
+    @property
+    def keeps_graph(self) -> bool:
+        """``retain_graph=True`` or ``create_graph=True``: the saved tensors stay alive."""
+        return bool(self.retain_graph or self.create_graph)
 
 
 _OPTIMIZER_NAME = re.compile(r"^(opt[a-z]?\d*|optim\w*|optimi[sz]er\w*)$")
@@ -99,6 +106,10 @@ def _literal_bool_arg(call: cst.Call, keyword: str) -> bool | None:
     return None
 
 
+def _graph_flags(call: cst.Call) -> tuple[bool | None, bool | None]:
+    return _literal_bool_arg(call, "retain_graph"), _literal_bool_arg(call, "create_graph")
+
+
 def _first_positional(call: cst.Call) -> cst.BaseExpression | None:
     for arg in call.args:
         if arg.keyword is None and not arg.star:
@@ -138,10 +149,10 @@ def event_of_call(ctx: Analyzer, call: cst.Call) -> AutogradEvent | None:
         qualified = ctx.qualify(func)
         if qualified in api.BACKWARD_FUNCTIONS:
             return AutogradEvent(EventKind.BACKWARD, call, _argument(call, "tensors"),
-                                 _literal_bool_arg(call, "retain_graph"))
+                                 *_graph_flags(call))
         if qualified in api.GRAD_FUNCTIONS:
             return AutogradEvent(EventKind.GRAD, call, _argument(call, "outputs"),
-                                 _literal_bool_arg(call, "retain_graph"))
+                                 *_graph_flags(call))
         if qualified in api.ZERO_GRAD_FUNCTIONS:
             return AutogradEvent(EventKind.ZERO_GRAD, call, None)
         if type(func) is cst.Name and func.value == "setattr" and _sets_grad_attribute(ctx, call):
@@ -152,15 +163,15 @@ def event_of_call(ctx: Analyzer, call: cst.Call) -> AutogradEvent | None:
         qualified = ctx.qualify(func)
         if qualified in api.BACKWARD_FUNCTIONS:
             return AutogradEvent(EventKind.BACKWARD, call, _argument(call, "tensors"),
-                                 _literal_bool_arg(call, "retain_graph"))
+                                 *_graph_flags(call))
         return AutogradEvent(EventKind.BACKWARD, call, _backpropagated(ctx, call, func),
-                             _literal_bool_arg(call, "retain_graph"))
+                             *_graph_flags(call))
     if method in api.DELEGATED_BACKWARD_METHODS:
         return AutogradEvent(EventKind.BACKWARD, call, _first_positional(call),
-                             _literal_bool_arg(call, "retain_graph"))
+                             *_graph_flags(call))
     if method == "grad" and ctx.qualify(func) in api.GRAD_FUNCTIONS:
         return AutogradEvent(EventKind.GRAD, call, _argument(call, "outputs"),
-                             _literal_bool_arg(call, "retain_graph"))
+                             *_graph_flags(call))
     if method.startswith("_foreach_zero") and ctx.qualify(func) in api.ZERO_GRAD_FUNCTIONS:
         return AutogradEvent(EventKind.ZERO_GRAD, call, None)
     if method in api.ZERO_GRAD_METHODS:

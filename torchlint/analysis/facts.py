@@ -138,7 +138,9 @@ class ValueFacts:
         return output
 
     # ------------------------------------------------------------ state changes
-    def _leave_Return(self, node: cst.Return) -> None:
+    def _note_return(self, node: cst.Return) -> None:
+        """Record what ``return`` gives in ``FunctionInfo.returns`` (the file's own analysis only;
+        the analyzers that summarise helpers keep theirs)."""
         function = self.function
         if function is not None:
             function.returns.append(self.value_of(node.value) if node.value is not None else UNKNOWN)

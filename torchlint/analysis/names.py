@@ -128,3 +128,39 @@ def names_in(node: cst.CSTNode) -> set[str]:
 
     scan(node, Collector())
     return names
+
+
+def assigned_pairs(
+    targets: list[cst.BaseExpression], value: cst.BaseExpression
+) -> list[tuple[cst.BaseExpression, cst.BaseExpression | None]]:
+    """Each simple target of an assignment with the expression it receives, or None when
+    that cannot be told from the source: ``w, b = w - g, b - h`` gives (w, w - g), (b, b - h);
+    ``a = b = e`` gives (a, e), (b, e); nested tuples are matched element by element and a
+    starred target receives None."""
+    pairs: list[tuple[cst.BaseExpression, cst.BaseExpression | None]] = []
+    for target in targets:
+        _pair_up(target, value, pairs)
+    return pairs
+
+
+def _pair_up(
+    target: cst.BaseExpression,
+    value: cst.BaseExpression | None,
+    pairs: list[tuple[cst.BaseExpression, cst.BaseExpression | None]],
+) -> None:
+    if type(target) in (cst.Tuple, cst.List):
+        elements = [  # a starred element stays one, to receive None
+            element if type(element) is cst.StarredElement else element.value
+            for element in target.elements  # type: ignore[attr-defined]
+        ]
+        values: list[cst.BaseExpression | None] = [None] * len(elements)
+        if type(value) in (cst.Tuple, cst.List):
+            given = value.elements  # type: ignore[union-attr]
+            if len(given) == len(elements) and not any(type(e) is cst.StarredElement for e in given):
+                values = [element.value for element in given]
+        for element, element_value in zip(elements, values):
+            _pair_up(element, element_value, pairs)
+    elif type(target) is cst.StarredElement:
+        _pair_up(target.value, None, pairs)  # type: ignore[attr-defined]
+    else:
+        pairs.append((target, value))

@@ -59,7 +59,7 @@ DISABLED = GradMode(Mode.DISABLED)
 INFERENCE = GradMode(Mode.DISABLED, inference=True)
 UNKNOWN_MODE = GradMode(Mode.UNKNOWN)
 
-# Methods the framework calls with grad enabled even when nothing in the file calls them.
+# Methods the framework calls with grad enabled even when the file also calls them under no_grad.
 CALLED_WITH_GRAD_BY_FRAMEWORK = frozenset({"forward", "training_step"})
 
 
@@ -72,10 +72,20 @@ class FunctionInfo:
     # Mode set by a decorator (@torch.no_grad() ...), else None: inherited from callers.
     decorator_mode: GradMode | None = None
     call_modes: list[GradMode] = field(default_factory=list)
+    # What each call site seen passes: parameter name -> value (None: not determined there).
+    call_arguments: list[dict[str, Value] | None] = field(default_factory=list)
     # What its ``return`` statements return, in the order analysed (complete after the file).
     returns: list[Value] = field(default_factory=list)
     _resolving: bool = False
     _resolved: frozenset[Mode] | None = None
+
+    @property
+    def is_method(self) -> bool:
+        """Bound to an instance: its first parameter is ``self``."""
+        return self.cls is not None and not any(
+            isinstance(d.decorator, cst.Name) and d.decorator.value in ("staticmethod", "classmethod")
+            for d in self.node.decorators
+        )
 
     @property
     def entry_mode(self) -> GradMode:
@@ -93,10 +103,19 @@ class FunctionInfo:
         if self.cls is not None and self.cls.is_module and self.name in CALLED_WITH_GRAD_BY_FRAMEWORK:
             modes.add(Mode.ENABLED)
         if not modes:
-            modes.add(Mode.UNKNOWN)
+            # Nothing in the file calls it (imported and called elsewhere, a method of a
+            # class built elsewhere, a test): it runs in grad mode, torch's default.
+            # A framework hook known to run without grad is the exception.
+            modes.add(Mode.DISABLED if self._called_without_grad_by_framework() else Mode.ENABLED)
         self._resolving = False
         self._resolved = frozenset(modes)
         return self._resolved
+
+
+    def _called_without_grad_by_framework(self) -> bool:
+        from torchlint.analysis.torch_api import CALLED_WITHOUT_GRAD_BY_FRAMEWORK
+
+        return self.cls is not None and self.name in CALLED_WITHOUT_GRAD_BY_FRAMEWORK
 
 
 @dataclass(eq=False)

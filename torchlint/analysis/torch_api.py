@@ -19,6 +19,8 @@ CANONICAL: dict[str, str] = {
     "torch.nn.parameter.Parameter": "torch.nn.Parameter",
     "torch.nn.modules.module.Module": "torch.nn.Module",
     "torch.Tensor.requires_grad_": "torch.Tensor.requires_grad_",
+    "torch.autograd.variable.Variable": "torch.autograd.Variable",
+    "torch.Variable": "torch.autograd.Variable",
 }
 
 # Context managers / decorators that switch grad mode.
@@ -36,6 +38,9 @@ FACTORIES = frozenset(
     ).split()
 )
 PARAMETER = "torch.nn.Parameter"
+# Legacy ``Variable(t, requires_grad=True)``: a new leaf that requires grad (a plain Tensor since
+# torch 0.4); ``Variable(t)``: a plain tensor (of a leaf: an alias that requires grad).
+VARIABLE = "torch.autograd.Variable"
 
 # Factories whose dtype is inferred from their data arguments (int data -> int tensor).
 DTYPE_FROM_DATA = frozenset({"torch.tensor", "torch.as_tensor", "torch.arange", "torch.range", "torch.full"})
@@ -130,6 +135,10 @@ STEP_METHODS = frozenset({"step"})
 NON_OPTIMIZER_PREFIXES = ("torch.optim.lr_scheduler.", "torch.optim.swa_utils.")
 # Assigned to ``p.grad``, these reset it.
 ZERO_FACTORIES = frozenset({"torch.zeros_like", "torch.zeros"})
+
+# Methods a framework calls with grad disabled when nothing in the file calls them
+# (Lightning runs its evaluation hooks under no_grad / inference_mode).
+CALLED_WITHOUT_GRAD_BY_FRAMEWORK = frozenset({"validation_step", "test_step", "predict_step"})
 
 # ---------------------------------------------------------------- outputs and conversions
 # (facts behind TL014/TL015/TL018/TL019: see ``torchlint.analysis.facts``)

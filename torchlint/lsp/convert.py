@@ -6,20 +6,19 @@ counts code units in the negotiated position encoding (UTF-16 by default).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 from lsprotocol import types
 
 from torchlint.engine import Finding, fixable
-from torchlint.lsp.program import Analysis, CellEdits, fix_all_edits, fix_edits, noqa_edits
+from torchlint.lsp.program import FIX, FIX_ALL, NOQA, Analysis, CellEdits
 from torchlint.lsp.text import Point, UnitCounter, split_lines, to_units
-from torchlint.rule import FixSafety, Rule, RuleOptions
+from torchlint.rule import FixSafety
 from torchlint.rulebook import page_for
 
 SOURCE = "torchlint"
 FIX_ALL_KIND = "source.fixAll.torchlint"
 FIX_ALL_TITLE = "Fix all torchlint findings"
-FIX, NOQA, FIX_ALL = "fix", "noqa", "fixAll"  # what an action does, in its ``data``
 
 
 class CellTexts:
@@ -105,19 +104,13 @@ def kind_wanted(kind: str, only: Sequence[str] | None) -> bool:
     return only is None or any(kind == wanted or kind.startswith(wanted + ".") for wanted in only)
 
 
-def code_actions(
-    texts: CellTexts,
-    cell: int,
-    requested: types.Range,
-    only: Sequence[str] | None,
-    edits: Callable[[types.LSPObject], types.WorkspaceEdit | None] | None,
-) -> list[types.CodeAction]:
-    """The actions for a range of one cell (whose uri the actions' ``data`` names).
+def code_actions(texts: CellTexts, cell: int, requested: types.Range, only: Sequence[str] | None) -> list[types.CodeAction]:
+    """The actions for a range of one cell, each with only its ``data`` (which names the cell's uri).
 
-    With ``edits`` None the actions carry only ``data``, and the client asks for the
-    edit of the one the user picks (``codeAction/resolve``): editors request actions
-    on every cursor move, and computing a fix costs a pass over the whole module.
-    Otherwise ``edits`` computes each action's edit now, and actions without one are dropped.
+    The edit of an action is computed by the lint worker, when the user picks it
+    (``codeAction/resolve``) or, for clients that cannot resolve, before answering:
+    editors request actions on every cursor move, and computing a fix costs a pass
+    over the whole module.
     """
     uri = texts.analysis.program.cells[cell].uri
     actions: list[types.CodeAction] = []
@@ -128,11 +121,7 @@ def code_actions(
                 actions += _finding_actions(uri, finding, where)
     if kind_wanted(FIX_ALL_KIND, only) and any(fixable(f, unsafe=False) for f in texts.analysis.findings):
         actions.append(types.CodeAction(title=FIX_ALL_TITLE, kind=FIX_ALL_KIND, data={"uri": uri, "action": FIX_ALL}))
-    if edits is None:
-        return actions
-    for action in actions:
-        action.edit, action.data = edits(action.data), None
-    return [action for action in actions if action.edit is not None]
+    return actions
 
 
 def _finding_actions(uri: str, finding: Finding, where: types.Range) -> list[types.CodeAction]:
@@ -160,23 +149,6 @@ def _finding_actions(uri: str, finding: Finding, where: types.Range) -> list[typ
         )
     )
     return actions
-
-
-def action_edit(
-    texts: CellTexts, data: types.LSPObject, rules: Sequence[type[Rule]], options: RuleOptions
-) -> types.WorkspaceEdit | None:
-    """The edit of the action described by ``data`` (from ``code_actions``), on the current analysis."""
-    analysis = texts.analysis
-    action = data.get("action")
-    if action == FIX_ALL:
-        edits = fix_all_edits(analysis, rules, options)
-    else:
-        wanted = (data.get("code"), data.get("line"), data.get("col"))
-        finding = next((f for f in analysis.findings if (f.code, f.line, f.col) == wanted), None)
-        if finding is None:  # the document changed since the action was offered
-            return None
-        edits = fix_edits(analysis, finding) if action == FIX else noqa_edits(analysis, finding)
-    return texts.workspace_edit(edits) if edits else None
 
 
 def _overlaps(a: types.Range, b: types.Range) -> bool:

@@ -13,11 +13,13 @@ from __future__ import annotations
 import ast
 import json
 import traceback
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import libcst as cst
 
+from torchlint.cache import plain_finding
 from torchlint.engine import Finding, FixError, SourceError, apply_fixes, fix_source, fixable, lint_source
 from torchlint.lsp.text import Edit, Point, minimal_edit
 from torchlint.noqa import AddNoqaError, add_noqa
@@ -25,6 +27,7 @@ from torchlint.notebook import Notebook
 from torchlint.rule import Rule, RuleOptions
 
 CellEdits = dict[int, list[Edit]]  # cell index -> edits against that cell's text
+FIX, NOQA, FIX_ALL = "fix", "noqa", "fixAll"  # what a code action does, in its ``data``
 
 
 @dataclass(frozen=True)
@@ -85,6 +88,14 @@ class Analysis:
     error_at: tuple[int, int] | None = None  # 1-based program (line, col) of a syntax error
     crash: str | None = None  # the traceback when the error is a torchlint bug, not the user's
 
+    def outcome(self) -> Outcome:
+        return Outcome([plain_finding(f) for f in self.findings], self.error, self.error_at, self.crash)
+
+    @classmethod
+    def of(cls, program: Program, outcome: Outcome) -> Analysis:
+        """The analysis the lint worker made of ``program`` (without its libcst tree)."""
+        return cls(program, outcome.findings, None, outcome.error, outcome.error_at, outcome.crash)
+
     def span(self, finding: Finding) -> tuple[int, Point, Point]:
         """A finding's range in cell coordinates (kept inside its cell)."""
         cell, line = self.program.locate(finding.line)
@@ -100,8 +111,21 @@ class Analysis:
         return cell, Point(line, self.error_at[1] - 1)
 
 
+@dataclass(frozen=True)
+class Outcome:
+    """An analysis without its program and tree: what the lint worker sends back (a small pickle)."""
+
+    findings: list[Finding]
+    error: str | None = None
+    error_at: tuple[int, int] | None = None
+    crash: str | None = None
+
+
 def analyse(program: Program, rules: Sequence[type[Rule]], options: RuleOptions) -> Analysis:
-    """Lint a program; never raises (a crash in a rule becomes an internal error)."""
+    """Lint a program; never raises (a crash in a rule becomes an internal error).
+
+    The language server's one way into the engine's lint (its worker process calls
+    it): repoint this function, and the server follows."""
     try:
         result = lint_source(program.source, rules, options)
     except SourceError as error:
@@ -128,6 +152,20 @@ def _python_syntax_error(source: str) -> tuple[str, tuple[int, int] | None] | No
 
 
 # ---------------------------------------------------------------- edits
+def action_edits(
+    analysis: Analysis, data: Mapping[str, Any], rules: Sequence[type[Rule]], options: RuleOptions
+) -> CellEdits:
+    """The edits of the code action described by ``data`` (``convert.code_actions`` makes it)."""
+    action = data.get("action")
+    if action == FIX_ALL:
+        return fix_all_edits(analysis, rules, options)
+    wanted = (data.get("code"), data.get("line"), data.get("col"))
+    finding = next((f for f in analysis.findings if (f.code, f.line, f.col) == wanted), None)
+    if finding is None:  # the document changed since the action was offered
+        return {}
+    return fix_edits(analysis, finding) if action == FIX else noqa_edits(analysis, finding)
+
+
 def fix_edits(analysis: Analysis, finding: Finding) -> CellEdits:
     """One finding's fix."""
     if analysis.module is None or finding.fix is None:

@@ -1,5 +1,9 @@
 """The language server: keeps one analysis per open Python file or notebook,
-publishes diagnostics, and answers code-action and hover requests from it.
+publishes diagnostics (or answers pull-diagnostic requests), and answers code-action
+and hover requests from it.
+
+The event loop never parses: lints and fix edits run in a worker process
+(``torchlint.lsp.linter``), so a request is answered while a long lint runs.
 
 A *target* is what gets linted as one program: a Python text document (keyed by
 its uri) or a notebook (keyed by the notebook's uri; its cells are separate
@@ -9,11 +13,11 @@ text documents that receive their own diagnostics).
 from __future__ import annotations
 
 import asyncio
+import itertools
 import traceback
-from collections.abc import Callable
-from dataclasses import dataclass
-from functools import partial
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 from urllib.parse import unquote
 
 from lsprotocol import types
@@ -24,17 +28,26 @@ from pygls.workspace import TextDocument
 from torchlint import __version__
 from torchlint.config import CONFIG_NAME
 from torchlint.files import PYTHON_SUFFIXES
-from torchlint.lsp.convert import FIX_ALL_KIND, CellTexts, action_edit, code_actions, diagnostics_by_cell, hover
-from torchlint.lsp.program import Analysis, Cell, Program, analyse
+from torchlint.lsp.convert import FIX_ALL_KIND, CellTexts, code_actions, diagnostics_by_cell, hover
+from torchlint.lsp.linter import Lint, Linter
+from torchlint.lsp.program import Analysis, Cell, Program
+from torchlint.lsp.text import UnitCounter
 from torchlint.lsp.project import Project, load_project
 from torchlint.rule import Rule, RuleOptions
 
-DEBOUNCE_SECONDS = 0.3
+# Long enough to merge a burst of keystrokes into one lint, short enough that a
+# 1,000-line file has its diagnostics 0.3 s after the last change.
+DEBOUNCE_SECONDS = 0.05
+# A request waits for a lint at most this long (a worker that hangs must not hang the editor).
+LINT_TIMEOUT = 60.0
 NOTEBOOK_SYNC = types.NotebookDocumentSyncOptions(
     notebook_selector=[
         types.NotebookDocumentFilterWithCells(cells=[types.NotebookCellLanguage(language="python")], notebook="*")
     ],
     save=True,
+)
+DIAGNOSTIC_OPTIONS = types.DiagnosticOptions(
+    identifier="torchlint", inter_file_dependencies=False, workspace_diagnostics=False
 )
 
 
@@ -45,6 +58,21 @@ class Linted:
     analysis: Analysis
     rules: list[type[Rule]]
     options: RuleOptions
+    result_id: str = ""  # for pull diagnostics: unchanged while the analysis is the same
+    _texts: CellTexts | None = field(default=None, repr=False)
+
+    def texts(self, units: UnitCounter) -> CellTexts:
+        if self._texts is None or self._texts.units != units:  # bound methods: equal, not identical
+            self._texts = CellTexts(self.analysis, units)
+        return self._texts
+
+
+@dataclass
+class Pending:
+    """The newest lint asked for a target; ``done`` resolves when its result was handled."""
+
+    request: Lint
+    done: asyncio.Future[None]
 
 
 class TorchlintServer(LanguageServer):
@@ -57,9 +85,12 @@ class TorchlintServer(LanguageServer):
         )
         self.projects: dict[Path | None, Project] = {}  # by the document's directory
         self.linted: dict[str, Linted] = {}  # by target
+        self.pending: dict[str, Pending] = {}  # by target: the newest lint started
         self.published: dict[str, list[str]] = {}  # target -> uris that hold its diagnostics
-        self.timers: dict[str, asyncio.TimerHandle] = {}
+        self.timers: dict[str, asyncio.Task[None]] = {}  # debounced lints
         self.reported_config_errors: set[str] = set()
+        self.linter = Linter()
+        self.results = itertools.count(1)
 
     # ------------------------------------------------------------ targets
     def open_document(self, uri: str) -> TextDocument | None:
@@ -77,6 +108,9 @@ class TorchlintServer(LanguageServer):
         if document.language_id == "python" or uri.endswith(PYTHON_SUFFIXES):
             return uri
         return None
+
+    def is_notebook(self, target: str) -> bool:
+        return self.workspace.get_notebook_document(notebook_uri=target) is not None
 
     def program_of(self, target: str) -> Program | None:
         notebook = self.workspace.get_notebook_document(notebook_uri=target)
@@ -106,69 +140,131 @@ class TorchlintServer(LanguageServer):
             )
         return project
 
-    # ------------------------------------------------------------ linting
-    def current(self, target: str) -> Linted | None:
-        """The analysis of the target's current text (re-linting if it changed since)."""
-        program = self.program_of(target)
-        if program is None:
-            return None
-        linted = self.linted.get(target)
-        if linted is None or linted.analysis.program.cells != program.cells:
-            linted = self._analyse(target, program)
-        return linted
+    @property
+    def units(self) -> UnitCounter:
+        return self.workspace.position_codec.client_num_units
 
-    def linted_cell(self, uri: str) -> tuple[Linted, CellTexts, int] | None:
+    @property
+    def pulls_diagnostics(self) -> bool:
+        """Whether the client asks for text documents' diagnostics (LSP 3.17 pull) instead of
+        being sent them.  Notebook cells are always sent theirs: clients pull for text
+        documents only (as ruff's server does)."""
+        text_document = self.client_capabilities.text_document
+        return text_document is not None and text_document.diagnostic is not None
+
+    # ------------------------------------------------------------ linting
+    def lint_request(self, target: str, program: Program) -> Lint:
+        project = self.project_of(target)
+        rules = project.rules_for(_path(target))
+        # Excluded by the settings, as the CLI would skip it: linted with no rule.
+        return Lint(program, rules if rules is not None else [], project.settings.rule_options)
+
+    def lint(self, target: str) -> asyncio.Future[None]:
+        """Lint the target's current text in the worker (unless that is done or under way), then
+        publish; the future resolves once the result is handled.  Never raises."""
+        self.cancel(target)
+        try:
+            program = self.program_of(target)
+            if program is None:
+                self.clear(target)
+                return _done()
+            linted = self.linted.get(target)
+            if linted is not None and linted.analysis.program.cells == program.cells:
+                self.show(target, linted)  # saved unchanged: the diagnostics stand
+                return _done()
+            pending = self.pending.get(target)
+            if pending is not None and pending.request.program.cells == program.cells and not pending.done.done():
+                return pending.done
+            request = self.lint_request(target, program)
+            done = asyncio.ensure_future(self._receive(target, self.linter.lint(target, request)))
+            self.pending[target] = Pending(request, done)
+            return done
+        except Exception:  # noqa: BLE001
+            self.log_error(f"torchlint: {traceback.format_exc()}")
+            return _done()
+
+    async def _receive(self, target: str, result: asyncio.Future[tuple[Lint, Analysis]]) -> None:
+        try:
+            request, analysis = await result
+        except asyncio.CancelledError:  # the target was closed
+            return
+        pending, current = self.pending.get(target), self.program_of(target)
+        if pending is None or pending.request is not request:
+            return  # linted with settings that changed since, or closed
+        if current is None or current.cells != analysis.program.cells:
+            return  # a newer text exists: never show a stale lint's diagnostics
+        previous = self.linted.get(target)
+        if previous is not None and previous.analysis is analysis:
+            return  # two waiters received the same (newest) lint
+        if analysis.crash is not None:
+            self.log_error(f"torchlint failed on {target}:\n{analysis.crash}")
+        self.linted[target] = linted = Linted(analysis, request.rules, request.options, str(next(self.results)))
+        self.show(target, linted)
+
+    def show(self, target: str, linted: Linted) -> None:
+        """Publish the diagnostics, unless the client pulls them."""
+        if self.is_notebook(target) or not self.pulls_diagnostics:
+            self.publish(target, linted)
+
+    def schedule(self, target: str, delay: float = DEBOUNCE_SECONDS) -> None:
+        """Lint after ``delay`` seconds without further changes (typing should not lint every key)."""
+        self.cancel(target)
+        self.timers[target] = asyncio.ensure_future(self._after(delay, target))
+
+    async def _after(self, delay: float, target: str) -> None:
+        await asyncio.sleep(delay)
+        self.timers.pop(target, None)
+        await self.lint(target)
+
+    def cancel(self, target: str) -> None:
+        timer = self.timers.pop(target, None)
+        if timer is not None and timer is not asyncio.current_task():
+            timer.cancel()
+
+    async def settled(self, target: str, *, now: bool) -> Linted | None:
+        """The analysis of the target's current text, waiting for the lint it needs.
+
+        ``now`` lints at once (a hover, a code action: the user waits); otherwise a
+        debounced lint is let run first (pull diagnostics while typing).  Meanwhile
+        the event loop serves every other request.
+        """
+        deadline = asyncio.get_running_loop().time() + LINT_TIMEOUT
+        while (remaining := deadline - asyncio.get_running_loop().time()) > 0:
+            program = self.program_of(target)
+            if program is None:
+                return None
+            linted = self.linted.get(target)
+            if linted is not None and linted.analysis.program.cells == program.cells:
+                return linted
+            waiting = None if now else self.timers.get(target)
+            # asyncio.wait: a timer cancelled by a newer change ends the wait, not this request.
+            await asyncio.wait([waiting or self.lint(target)], timeout=remaining)
+        return None
+
+    async def linted_cell(self, uri: str) -> tuple[Linted, CellTexts, int] | None:
         """The current analysis of the document ``uri`` is (a cell of), and its cell index."""
-        if (target := self.target_of(uri)) is None or (linted := self.current(target)) is None:
+        if (target := self.target_of(uri)) is None or (linted := await self.settled(target, now=True)) is None:
             return None
         cells = linted.analysis.program.cells
         cell = next((i for i, c in enumerate(cells) if c.uri == uri or unquote(c.uri) == unquote(uri)), None)
         if cell is None:
             return None
-        return linted, CellTexts(linted.analysis, self.workspace.position_codec.client_num_units), cell
+        return linted, linted.texts(self.units), cell
 
-    def _analyse(self, target: str, program: Program) -> Linted:
-        project = self.project_of(target)
-        options = project.settings.rule_options
-        rules = project.rules_for(_path(target))
-        if rules is None:  # excluded by the settings, as the CLI would skip it
-            linted = Linted(Analysis(program), [], options)
-        else:
-            linted = Linted(analyse(program, rules, options), rules, options)
-        if linted.analysis.crash is not None:
-            message = f"torchlint failed on {target}:\n{linted.analysis.crash}"
-            self.window_log_message(types.LogMessageParams(types.MessageType.Error, message))
-        self.linted[target] = linted
-        return linted
+    async def action_edit(self, linted: Linted, data: dict[str, Any]) -> types.WorkspaceEdit | None:
+        """A code action's edit, computed by the worker on the analysis the action came from."""
+        analysis = linted.analysis
+        uri = data.get("uri")
+        target = self.target_of(uri) if isinstance(uri, str) else None
+        if target is None:
+            return None
+        request = Lint(analysis.program, linted.rules, linted.options)
+        edits = await self.linter.edits(target, request, data)
+        return linted.texts(self.units).workspace_edit(edits) if edits else None
 
-    def lint(self, target: str) -> None:
-        """Lint now and publish; never raises (the server must keep serving)."""
-        self.cancel(target)
-        try:
-            linted = self.current(target)
-            if linted is None:
-                self.clear(target)
-                return
-            self.publish(target, linted.analysis)
-        except Exception:  # noqa: BLE001
-            self.window_log_message(
-                types.LogMessageParams(types.MessageType.Error, f"torchlint: {traceback.format_exc()}")
-            )
-
-    def schedule(self, target: str, delay: float = DEBOUNCE_SECONDS) -> None:
-        """Lint after ``delay`` seconds without further changes (typing should not lint every key)."""
-        self.cancel(target)
-        self.timers[target] = asyncio.get_running_loop().call_later(delay, self.lint, target)
-
-    def cancel(self, target: str) -> None:
-        timer = self.timers.pop(target, None)
-        if timer is not None:
-            timer.cancel()
-
-    def publish(self, target: str, analysis: Analysis) -> None:
-        texts = CellTexts(analysis, self.workspace.position_codec.client_num_units)
-        by_cell = diagnostics_by_cell(texts)
-        uris = [cell.uri for cell in analysis.program.cells]
+    def publish(self, target: str, linted: Linted) -> None:
+        by_cell = diagnostics_by_cell(linted.texts(self.units))
+        uris = [cell.uri for cell in linted.analysis.program.cells]
         for index, uri in enumerate(uris):
             document = self.open_document(uri)
             self.text_document_publish_diagnostics(
@@ -181,6 +277,8 @@ class TorchlintServer(LanguageServer):
     def clear(self, target: str) -> None:
         self.cancel(target)
         self.linted.pop(target, None)
+        self.pending.pop(target, None)
+        self.linter.forget(target)
         for uri in self.published.pop(target, []):
             self.text_document_publish_diagnostics(types.PublishDiagnosticsParams(uri, []))
 
@@ -188,9 +286,27 @@ class TorchlintServer(LanguageServer):
         """A pyproject.toml changed: forget every loaded project and re-lint what is open."""
         self.projects.clear()
         self.reported_config_errors.clear()
+        targets = set(self.linted) | set(self.published)
         self.linted.clear()
-        for target in list(self.published):
+        self.pending.clear()
+        for target in targets:
             self.lint(target)
+        if self.pulls_diagnostics and _client_refreshes_diagnostics(self):
+            self.workspace_diagnostic_refresh(None)
+
+    def log_error(self, message: str) -> None:
+        self.window_log_message(types.LogMessageParams(types.MessageType.Error, message))
+
+
+def _done() -> asyncio.Future[None]:
+    future = asyncio.get_running_loop().create_future()
+    future.set_result(None)
+    return future
+
+
+def _client_refreshes_diagnostics(ls: TorchlintServer) -> bool:
+    workspace = ls.client_capabilities.workspace
+    return bool(workspace and workspace.diagnostics and workspace.diagnostics.refresh_support)
 
 
 def _path(uri: str) -> Path | None:
@@ -204,7 +320,8 @@ def _is_config(uri: str) -> bool:
 
 # ---------------------------------------------------------------- handlers
 def initialized(ls: TorchlintServer, params: types.InitializedParams) -> None:
-    """Ask the client to tell us about pyproject.toml changes, when it can register watchers."""
+    """Start the lint worker; ask the client to tell us about pyproject.toml changes."""
+    ls.linter.start()
     capabilities = ls.client_capabilities.workspace
     watched = capabilities.did_change_watched_files if capabilities else None
     if watched is None or not watched.dynamic_registration:
@@ -263,23 +380,41 @@ def did_change_watched_files(ls: TorchlintServer, params: types.DidChangeWatched
         ls.reload_config()
 
 
-def code_action(ls: TorchlintServer, params: types.CodeActionParams) -> list[types.CodeAction] | None:
+async def document_diagnostic(
+    ls: TorchlintServer, params: types.DocumentDiagnosticParams
+) -> types.DocumentDiagnosticReport:
+    """Pull diagnostics: the document's current diagnostics, once its (debounced) lint is done."""
     uri = params.text_document.uri
-    if (found := ls.linted_cell(uri)) is None:
+    target = ls.target_of(uri)
+    if target is None or ls.is_notebook(target):  # a cell's diagnostics are published
+        return types.RelatedFullDocumentDiagnosticReport(items=[])
+    linted = await ls.settled(target, now=False)
+    if linted is None:
+        return types.RelatedFullDocumentDiagnosticReport(items=[])
+    if params.previous_result_id == linted.result_id:
+        return types.RelatedUnchangedDocumentDiagnosticReport(result_id=linted.result_id)
+    items = diagnostics_by_cell(linted.texts(ls.units))[0]
+    return types.RelatedFullDocumentDiagnosticReport(items=items, result_id=linted.result_id)
+
+
+async def code_action(ls: TorchlintServer, params: types.CodeActionParams) -> list[types.CodeAction] | None:
+    if (found := await ls.linted_cell(params.text_document.uri)) is None:
         return None
     linted, texts, cell = found
-    edits: Callable[[types.LSPObject], types.WorkspaceEdit | None] | None = None  # None: resolved when picked
-    if not _client_resolves_edits(ls):
-        edits = partial(action_edit, texts, rules=linted.rules, options=linted.options)
-    return code_actions(texts, cell, params.range, params.context.only, edits) or None
+    actions = code_actions(texts, cell, params.range, params.context.only)
+    if _client_resolves_edits(ls):  # the edit is computed when the user picks the action
+        return actions or None
+    for action in actions:
+        assert isinstance(action.data, dict)
+        action.edit, action.data = await ls.action_edit(linted, action.data), None
+    return [action for action in actions if action.edit is not None] or None
 
 
-def code_action_resolve(ls: TorchlintServer, action: types.CodeAction) -> types.CodeAction:
+async def code_action_resolve(ls: TorchlintServer, action: types.CodeAction) -> types.CodeAction:
     """Compute the edit of the action the user picked, on the document as it is now."""
     data = action.data if isinstance(action.data, dict) else {}
-    if isinstance(uri := data.get("uri"), str) and (found := ls.linted_cell(uri)) is not None:
-        linted, texts, _ = found
-        action.edit = action_edit(texts, data, linted.rules, linted.options)
+    if isinstance(uri := data.get("uri"), str) and (found := await ls.linted_cell(uri)) is not None:
+        action.edit = await ls.action_edit(found[0], data)
     return action
 
 
@@ -291,17 +426,22 @@ def _client_resolves_edits(ls: TorchlintServer) -> bool:
     return "edit" in capability.resolve_support.properties
 
 
-def hover_text(ls: TorchlintServer, params: types.HoverParams) -> types.Hover | None:
-    if (found := ls.linted_cell(params.text_document.uri)) is None:
+async def hover_text(ls: TorchlintServer, params: types.HoverParams) -> types.Hover | None:
+    if (found := await ls.linted_cell(params.text_document.uri)) is None:
         return None
     _, texts, cell = found
     return hover(texts, cell, params.position)
+
+
+def shutdown(ls: TorchlintServer, params: None) -> None:
+    ls.linter.stop()
 
 
 def create_server() -> TorchlintServer:
     server = TorchlintServer()
     features = {
         types.INITIALIZED: initialized,
+        types.SHUTDOWN: shutdown,
         types.TEXT_DOCUMENT_DID_OPEN: did_open,
         types.TEXT_DOCUMENT_DID_CHANGE: did_change,
         types.TEXT_DOCUMENT_DID_SAVE: did_save,
@@ -315,6 +455,7 @@ def create_server() -> TorchlintServer:
     }
     for method, handler in features.items():
         server.feature(method)(handler)
+    server.feature(types.TEXT_DOCUMENT_DIAGNOSTIC, DIAGNOSTIC_OPTIONS)(document_diagnostic)
     server.feature(
         types.TEXT_DOCUMENT_CODE_ACTION,
         types.CodeActionOptions(code_action_kinds=[types.CodeActionKind.QuickFix, FIX_ALL_KIND], resolve_provider=True),

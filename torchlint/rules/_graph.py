@@ -9,13 +9,9 @@ from functools import lru_cache
 
 import libcst as cst
 
-from torchlint.analysis import Analyzer, dotted_name, keyword_arg, positional_args
+from torchlint.analysis import Analyzer, dotted_name
+from torchlint.analysis.events import EventKind
 from torchlint.analysis.walk import scan
-
-# ``loss.backward()``, ``accelerator.backward(loss)`` / ``fabric.backward(loss)``,
-# Lightning's ``self.manual_backward(loss)``.
-BACKWARD_METHODS = frozenset({"backward", "manual_backward"})
-AUTOGRAD_BACKWARD = "torch.autograd.backward"
 
 # Methods through which a backward() that succeeds proves the receiver requires
 # grad: they depend on their receiver only (``y.sum().backward()``).
@@ -35,31 +31,12 @@ class BackwardCall:
 
 
 def backward_call(call: cst.Call, ctx: Analyzer) -> BackwardCall | None:
-    """The call as a ``backward()``, or None if it is not one."""
-    func = call.func
-    args = positional_args(call)
-    if ctx.qualify(func) == AUTOGRAD_BACKWARD:
-        tensors = keyword_arg(call, "tensors")
-        roots = (args[0],) if args else (tensors.value,) if tensors is not None else ()
-        return BackwardCall(call, roots, _retains_graph(call))
-    if not isinstance(func, cst.Attribute) or func.attr.value not in BACKWARD_METHODS:
+    """The call as a ``backward()`` (the shared recognition, ``ctx.autograd_event``), or None."""
+    event = ctx.autograd_event(call)
+    if event is None or event.kind is not EventKind.BACKWARD:
         return None
-    receiver = func.value
-    roots: tuple[cst.BaseExpression, ...] = (receiver,)
-    if args and (func.attr.value == "manual_backward" or not ctx.value_of(receiver).is_tensor):
-        # ``accelerator.backward(loss)``: the loss is the argument.  (``loss.backward(gradient)``
-        # on a tensor passes the incoming gradient instead.)
-        if isinstance(receiver, (cst.Name, cst.Attribute)):
-            roots = (receiver, args[0])
-    return BackwardCall(call, roots, _retains_graph(call))
-
-
-def _retains_graph(call: cst.Call) -> bool:
-    for name in ("retain_graph", "create_graph"):
-        arg = keyword_arg(call, name)
-        if arg is not None and isinstance(arg.value, cst.Name) and arg.value.value == "True":
-            return True
-    return False
+    roots = (event.subject,) if event.subject is not None else ()
+    return BackwardCall(call, roots, event.keeps_graph)
 
 
 def graph_root_key(expr: cst.BaseExpression) -> str | None:

@@ -6,6 +6,7 @@ import libcst as cst
 
 from torchlint import fixes
 from torchlint.analysis import Kind, dotted_name
+from torchlint.analysis.names import assigned_pairs, names_in
 from torchlint.rule import Fix, FixSafety, FixStyle, Rule
 
 _UPDATE_METHODS = frozenset({"sub", "add", "subtract", "addcmul", "addcdiv", "mul", "div"})
@@ -19,52 +20,107 @@ class RebindUpdate(Rule):
     tokens = (".grad", "autograd")
 
     def visit_Assign(self, node: cst.Assign) -> None:
-        if len(node.targets) != 1:
+        pairs = assigned_pairs([t.target for t in node.targets], node.value)
+        updates: list[fixes.InplaceUpdate | cst.Assign] = []
+        updated: list[str] = []
+        for target, value in pairs:
+            key = dotted_name(target)
+            update = None
+            if key is not None and value is not None and self.ctx.value_of(target).kind is Kind.LEAF:
+                update = self._update_form(value, key)
+            if update is None:
+                if value is not None:
+                    updates.append(cst.Assign(targets=[cst.AssignTarget(target)], value=value))
+                continue
+            assert key is not None
+            updated.append(key)
+            method, args, aug_op = update
+            updates.append(fixes.InplaceUpdate(target, method, args, aug_op))
+        if not updated:
             return
-        target = node.targets[0].target
-        key = dotted_name(target)
-        if key is None or self.ctx.value_of(target).kind is not Kind.LEAF:
-            return
-        update = self._update_form(node.value, key)
-        if update is None:
-            return
-        method, args, aug_op = update
-        fix = fixes.inplace_update(
-            small=node,
-            target=target,
-            method=method,
-            args=args,
-            aug_op=aug_op,
-            no_grad_style=self.fix_style is FixStyle.NO_GRAD,
-            grad_disabled_here=self.ctx.grad_mode.statically_disabled,
-            line=self.ctx.statement,
-            torch_name=self.ctx.torch_name,
-        )
-        message = (
-            f"`{key}` is a leaf that requires grad; rebinding it to an update of itself makes it a "
-            f"{'tensor that no longer requires grad' if self.ctx.grad_mode.statically_disabled else 'non-leaf'}"
-            f" (its `.grad` is None next step); update it in place"
-        )
-        self._report_unless_releafed(node, key, message, fix)
+        fix = None
+        if self._separable(pairs, node):
+            fix = fixes.inplace_updates(
+                small=node,
+                updates=updates,
+                no_grad_style=self.fix_style is FixStyle.NO_GRAD,
+                grad_disabled_here=self.ctx.grad_mode.statically_disabled,
+                line=self.ctx.statement,
+                torch_name=self.ctx.torch_name,
+            )
+        self._report_unless_releafed(node, updated, self._message(updated), fix)
 
-    def _report_unless_releafed(self, node: cst.Assign, key: str, message: str, fix: Fix) -> None:
-        """Not a finding when the name is a leaf again before its next use (end of block or loop body)."""
+    def _message(self, keys: list[str]) -> str:
+        disabled = self.ctx.grad_mode.statically_disabled
+        what = "tensor that no longer requires grad" if disabled else "non-leaf"
+        if self._uses_grad_attribute(keys):
+            consequence = " (its `.grad` is None next step)"
+        elif disabled:
+            consequence = ""
+        else:
+            # Functional training (torch.autograd.grad): no `.grad` is read; the rebound name
+            # keeps every step's update in its graph, which grows with each step.
+            consequence = " (every step's update stays in its graph, which grows with each step)"
+        if len(keys) == 1:
+            return (f"`{keys[0]}` is a leaf that requires grad; rebinding it to an update of itself makes it a "
+                    f"{what}{consequence}; update it in place")
+        names = ", ".join(f"`{key}`" for key in keys)
+        return (f"{names} are leaves that require grad; rebinding them to updates of themselves makes each a "
+                f"{what}{consequence}; update them in place")
+
+    def _uses_grad_attribute(self, keys: list[str]) -> bool:
+        line = self.ctx.statement
+        return line is not None and any(f"{key}.grad" in names_in(line) for key in keys)
+
+    @staticmethod
+    def _separable(pairs: list[tuple[cst.BaseExpression, cst.BaseExpression | None]], node: cst.Assign) -> bool:
+        """One statement per target keeps the meaning only when no target's new value reads
+        another target (a tuple assignment evaluates every value first)."""
+        if len(pairs) == 1:
+            return True
+        if any(value is None for _, value in pairs) or len(node.targets) != 1:
+            return False
+        keys = [dotted_name(target) for target, _ in pairs]
+        if None in keys or len(set(keys)) != len(keys):
+            return False
+        for index, (_, value) in enumerate(pairs):
+            assert value is not None
+            mentioned = names_in(value)
+            if any(key in mentioned for other, key in enumerate(keys) if other != index):
+                return False
+        return True
+
+    def _report_unless_releafed(self, node: cst.Assign, keys: list[str], message: str, fix: Fix | None) -> None:
+        """Not a finding when every rebound name is a leaf again before its next use (end of
+        block or loop body)."""
         outcome = {"releafed": False}
         loop = self.ctx.loops[-1] if self.ctx.loops else None
         function = self.ctx.function
 
         def check(block: cst.CSTNode) -> None:
-            if self.ctx.value_of_key(key).kind is Kind.LEAF:
+            at_loop_end = loop is not None and loop.body is block
+            if all(self._leaf_again(key, loop if at_loop_end else None) for key in keys):
                 outcome["releafed"] = True
                 return
-            at_boundary = (loop is not None and loop.body is block) or (
-                function is not None and function.node.body is block
-            )
+            at_boundary = at_loop_end or (function is not None and function.node.body is block)
             if not at_boundary:
                 self.ctx.at_block_end(check)
 
         self.ctx.at_block_end(check)
         self.report(node, message, fix, when=lambda: not outcome["releafed"])
+
+    def _leaf_again(self, key: str, loop_ending: cst.For | cst.While | None) -> bool:
+        """A leaf again; or, at the end of a loop body, detached (a plain tensor) and made a
+        leaf again by the loop body before it is used (``x.requires_grad_()`` at the top)."""
+        value = self.ctx.value_of_key(key)
+        if value.kind is Kind.LEAF:
+            return True
+        return (
+            loop_ending is not None
+            and value.kind is Kind.PLAIN
+            and "detached" in value.tags
+            and self.ctx.made_leaf_in_loop(key, loop_ending)
+        )
 
     def _update_form(
         self, value: cst.BaseExpression, key: str

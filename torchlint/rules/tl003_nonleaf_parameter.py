@@ -7,7 +7,10 @@ import libcst as cst
 from torchlint import fixes
 from torchlint.analysis.names import names_in
 from torchlint.analysis import Kind, dotted_name, keyword_arg
-from torchlint.analysis.torch_api import CONVERSION_METHODS, FACTORIES, PARAMETER, PARAMETER_TOKENS, TORCH_DTYPES
+from torchlint.analysis.events import EventKind
+from torchlint.analysis.torch_api import (
+    CONVERSION_METHODS, FACTORIES, PARAMETER, PARAMETER_TOKENS, TORCH_DTYPES, VARIABLE,
+)
 from torchlint.analysis.walk import scan
 from torchlint.rule import FixSafety, Rule
 
@@ -32,6 +35,8 @@ class NonleafParameter(Rule):
         self._rebound: dict[str, tuple[cst.BaseExpression, cst.CSTNode | None]] = {}
         # name -> (value, statement, fix) of a non-leaf creation not yet used as a leaf
         self._unused_creations: dict[str, tuple[cst.BaseExpression, cst.CSTNode | None, object]] = {}
+        # Names differentiated with torch.autograd.grad, which accepts a non-leaf input.
+        self._grad_inputs: set[str] = set()
 
     # ---------------------------------------------------------- creation site
     def visit_Assign(self, node: cst.Assign) -> None:
@@ -61,11 +66,12 @@ class NonleafParameter(Rule):
         finding = (value, self.ctx.statement, self._creation_fix(value, creation))
         if self.ctx.qualify(creation.func) == PARAMETER:
             # An nn.Parameter is meant to be trained; the op turned it into a plain tensor.
-            self._report_creation(*finding)
+            if not _repeats_inner_moves(value, creation):
+                self._report_creation(*finding)
         else:
-            # A tensor created with requires_grad=True may just be an input that needs a
-            # graph (e.g. for torch.autograd.grad); it is a mistake once it is used as a
-            # leaf: `.grad` read, handed to an optimizer or listed as a parameter.
+            # Reported once used as a leaf (`.grad` read, handed to an optimizer), else at the
+            # end of the file -- unless it is differentiated with torch.autograd.grad, which
+            # accepts a non-leaf input (learn2learn's CAVIA context tensor).
             self._unused_creations[key] = finding
 
     def _report_creation(self, value: cst.BaseExpression, statement: cst.CSTNode | None, fix) -> None:
@@ -106,7 +112,7 @@ class NonleafParameter(Rule):
     def _is_leaf_creation(self, call: cst.Call) -> bool:
         return self.ctx.value_of(call).kind is Kind.LEAF and (
             self._factory(call) is not None
-            or self.ctx.qualify(call.func) == PARAMETER
+            or self.ctx.qualify(call.func) in (PARAMETER, VARIABLE)
             or (isinstance(call.func, cst.Attribute) and call.func.attr.value == "requires_grad_")
         )
 
@@ -127,7 +133,7 @@ class NonleafParameter(Rule):
             new_value = creation.with_changes(args=[creation.args[0].with_changes(value=fixes.strip_parens(rebuilt))])
             return fixes.replace("apply the op before wrapping in nn.Parameter", value, new_value.with_changes(
                 lpar=value.lpar, rpar=value.rpar))
-        if self._factory(creation) is not None:
+        if self._factory(creation) is not None or self.ctx.qualify(creation.func) == VARIABLE:
             plain = creation.with_changes(args=_without_requires_grad(creation.args))
         elif isinstance(creation.func, cst.Attribute):
             plain = creation.func.value
@@ -203,6 +209,22 @@ class NonleafParameter(Rule):
         qualified = self.ctx.qualify(node.func) or ""
         if qualified.startswith("torch.optim.") and node.args:
             self._check_listed_as_parameters(node.args[0].value)
+        event = self.ctx.autograd_event(node)
+        if event is not None and event.kind is EventKind.GRAD:
+            inputs = [a.value for a in node.args if a.keyword is None][1:2] + [
+                a.value for a in node.args if a.keyword is not None and a.keyword.value == "inputs"
+            ]
+            for expr in inputs:
+                for name in names_in(expr):
+                    self._grad_inputs.add(name)
+                    if "." in name:  # `policy.context` is `self.context` seen from outside
+                        self._grad_inputs.add("." + name.rsplit(".", 1)[-1])
+
+    def finish(self) -> None:
+        for key, (value, statement, fix) in self._unused_creations.items():
+            attribute = "." + key.rsplit(".", 1)[-1] if "." in key else None
+            if key not in self._grad_inputs and attribute not in self._grad_inputs:
+                self._report_creation(value, statement, fix)
 
     def visit_Return(self, node: cst.Return) -> None:
         function = self.ctx.function
@@ -236,6 +258,34 @@ class NonleafParameter(Rule):
                 None,
                 statement=statement,
             )
+
+
+def _repeats_inner_moves(value: cst.BaseExpression, creation: cst.Call) -> bool:
+    """``nn.Parameter(t.to(dev)).to(dev)``: every conversion after the Parameter repeats one
+    inside it, so it returns the Parameter itself (a no-op, measured)."""
+    inner = {
+        _code(call) for call in _conversion_chain(creation.args[0].value if creation.args else None)
+    }
+    outer = _conversion_chain(value, stop=creation)
+    return bool(outer) and all(_code(call) in inner for call in outer)
+
+
+def _conversion_chain(node: cst.BaseExpression | None, stop: cst.CSTNode | None = None) -> list[cst.Call]:
+    """The conversion calls ``.to(...)`` / ``.cuda()`` ... applied on top of each other."""
+    chain: list[cst.Call] = []
+    while isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node is not stop:
+        if node.func.attr.value not in CONVERSION_METHODS:
+            break
+        chain.append(node)
+        node = node.func.value
+    return chain
+
+
+def _code(call: cst.Call) -> str:
+    """A conversion's method and arguments, as source (the receiver left out)."""
+    assert isinstance(call.func, cst.Attribute)
+    args = ", ".join(cst.Module([]).code_for_node(arg.value) for arg in call.args)
+    return f"{call.func.attr.value}({args})"
 
 
 def _without_requires_grad(args: tuple[cst.Arg, ...] | list[cst.Arg]) -> list[cst.Arg]:

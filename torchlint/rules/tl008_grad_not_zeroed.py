@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import dataclasses
+
 import libcst as cst
 
 from torchlint import fixes
@@ -76,6 +78,8 @@ class _Update:
     line: cst.CSTNode | None = None  # manual update: the statement line
     grad_owners: tuple[str, ...] = ()
     with_closure: bool = False  # opt.step(closure): the closure must zero, not the loop
+    # ids of the enclosing loops on whose every iteration the update runs (no `if` between).
+    every_iteration_of: frozenset[int] = frozenset()
 
 
 @dataclass
@@ -97,7 +101,8 @@ class _OpaqueCall:
 class _Facts:
     backward: bool = False
     updates: list[_Update] = field(default_factory=list)
-    zeroes: bool = False
+    zeroes: bool = False  # every gradient is reset (zero_grad(), or what is reset is unknown)
+    zeroed: set[str] = field(default_factory=set)  # tensors whose own gradient is reset (`w.grad = None`)
     helpers: list[FunctionInfo] = field(default_factory=list)
     opaque: list[_OpaqueCall] = field(default_factory=list)
     # Keys bound by assignment in the body, and names bound by loops nested in it.
@@ -119,7 +124,8 @@ class GradNotZeroed(Rule):
     code = "TL008"
     name = "grad-not-zeroed"
     summary = "A training loop calls backward() and updates but never zeroes the gradients"
-    fix_safety = FixSafety.UNSAFE
+    # Safe where the loop updates on every iteration; unsafe where the intent is unclear.
+    fix_safety = FixSafety.SAFE
     tokens = ("backward",)
 
     def __init__(self, *args: object, **kwargs: object) -> None:
@@ -171,15 +177,22 @@ class GradNotZeroed(Rule):
             function.backward_outside_loops = True
 
     def _record_update(self, update: _Update) -> None:
+        loops = frozenset(id(loop) for loop in self.ctx.loops if self.ctx.runs_every_iteration(loop))
+        update = dataclasses.replace(update, every_iteration_of=loops)
         for facts in self._enclosing():
             facts.updates.append(update)
         function = self._function_facts()
         if function is not None and not self.ctx.loops:
             function.updates_outside_loops.append(update)
 
-    def _record_zeroing(self) -> None:
+    def _record_zeroing(self, owner: cst.BaseExpression | None = None) -> None:
+        """A gradient reset: of one tensor's (``w.grad = None``), or of all (``opt.zero_grad()``)."""
+        key = dotted_name(owner) if owner is not None and self.ctx.value_of(owner).is_tensor else None
         for facts in self._enclosing():
-            facts.zeroes = True
+            if key is None:
+                facts.zeroes = True
+            else:
+                facts.zeroed.add(key)
 
     # ------------------------------------------------------------ events
     def visit_Call(self, node: cst.Call) -> None:
@@ -190,7 +203,7 @@ class GradNotZeroed(Rule):
             if event.kind is EventKind.BACKWARD:
                 self._record_backward()
             elif event.kind is EventKind.ZERO_GRAD:
-                self._record_zeroing()
+                self._record_zeroing(event.subject)
             elif event.kind is EventKind.STEP:
                 self._record_step(node, event.subject)
             if event.kind is not EventKind.GRAD:
@@ -262,8 +275,11 @@ class GradNotZeroed(Rule):
             self._note_assignment(node.asname.name)
 
     def _note_assignment(self, target: cst.BaseExpression) -> None:
-        if through_grad(target) or (isinstance(target, cst.Attribute) and target.attr.value == "grad"):
-            self._record_zeroing()  # p.grad = None, p.grad = torch.zeros_like(p)
+        if isinstance(target, cst.Attribute) and target.attr.value == "grad":
+            self._record_zeroing(target.value)  # p.grad = None, p.grad = torch.zeros_like(p)
+            return
+        if through_grad(target):
+            self._record_zeroing()
             return
         if not self.ctx.loops:
             return
@@ -277,7 +293,7 @@ class GradNotZeroed(Rule):
         for target in targets:
             expr = target.value if isinstance(target, cst.Element) else target
             if isinstance(expr, cst.Attribute) and expr.attr.value == "grad":
-                self._record_zeroing()
+                self._record_zeroing(expr.value)
 
     # ------------------------------------------------------------ calls into other code
     def _check_call_target(self, node: cst.Call) -> None:
@@ -374,6 +390,7 @@ class GradNotZeroed(Rule):
     def _fails(self, loop: _Loop) -> bool:
         facts = loop.facts
         backward, updates, zeroes = facts.backward, list(self._own_updates(loop)), facts.zeroes
+        zeroed = set(facts.zeroed)
         opaque = list(facts.opaque)
         for helper in self._helpers_of(facts):
             summary = self._functions.get(id(helper))
@@ -382,9 +399,12 @@ class GradNotZeroed(Rule):
             backward = backward or summary.backward_outside_loops
             updates.extend(summary.updates_outside_loops)
             zeroes = zeroes or summary.zeroes
+            zeroed |= summary.zeroed
             opaque.extend(summary.opaque)
         if not backward or not updates or zeroes:
             return False
+        if zeroed and not self._unreset_owners(updates, zeroed):
+            return False  # each manually updated tensor's gradient is reset (an optimizer's too, then)
         roots = {u.root for u in updates if u.root is not None}
         return not any(call.may_zero(roots) for call in opaque)
 
@@ -425,11 +445,18 @@ class GradNotZeroed(Rule):
     def _fix(self, loop: _Loop, updates: list[_Update]) -> Fix | None:
         if not updates:
             return None
+        fix = None
         if all(u.optimizer is not None for u in updates):
-            return self._zero_grad_fix(loop, updates)
-        if all(u.optimizer is None for u in updates):
-            return self._set_to_none_fix(loop, updates)
-        return None
+            fix = self._zero_grad_fix(loop, updates)
+        elif all(u.optimizer is None for u in updates):
+            fix = self._set_to_none_fix(loop, updates)
+        if fix is None:
+            return None
+        # A loop that updates on every iteration means one step per gradient: adding the
+        # reset is what it needs (safe).  Conditional or helper-made updates may be
+        # deliberate accumulation: the intent is unclear (unsafe).
+        safe = not loop.facts.helpers and all(id(loop.node) in u.every_iteration_of for u in updates)
+        return dataclasses.replace(fix, safety=FixSafety.SAFE if safe else FixSafety.UNSAFE)
 
     def _zero_grad_fix(self, loop: _Loop, updates: list[_Update]) -> Fix | None:
         keys = {u.key for u in updates}
@@ -447,21 +474,41 @@ class GradNotZeroed(Rule):
         first = body.body[0]
         return Fix(f"call `{key}.zero_grad()` at the top of the loop", ((first, cst.FlattenSentinel([line, first])),))
 
+    @staticmethod
+    def _unreset_owners(updates: list[_Update], zeroed: set[str]) -> list[str]:
+        """Tensors a manual update reads the gradient of that nothing in the loop resets (an
+        optimizer step, or an update whose gradient source is not named, counts as reset once
+        the loop resets some gradient: it may be the right one)."""
+        return [o for u in updates if u.optimizer is None for o in u.grad_owners if o not in zeroed]
+
     def _set_to_none_fix(self, loop: _Loop, updates: list[_Update]) -> Fix | None:
         replacements = []
         order = _BodyOrder(loop.node.body)
+        reset: list[str] = []
         for update in updates:
             line = update.line
             if not isinstance(line, cst.SimpleStatementLine) or not update.grad_owners:
                 return None
-            if any(order.unsafe_to_reset(owner, line) for owner in update.grad_owners):
+            owners = [o for o in update.grad_owners if o not in loop.facts.zeroed]
+            if not owners:
+                continue
+            if any(order.unsafe_to_reset(owner, line) for owner in owners):
                 return None
-            resets = [cst.parse_statement(f"{owner}.grad = None\n") for owner in update.grad_owners]
+            resets = [cst.parse_statement(self._reset_statement(owner)) for owner in owners]
             replacements.append((line, cst.FlattenSentinel([line, *resets])))
-        if len({id(old) for old, _ in replacements}) != len(replacements):
+            reset += owners
+        if not replacements or len({id(old) for old, _ in replacements}) != len(replacements):
             return None
-        owners = ", ".join(f"`{o}.grad`" for u in updates for o in u.grad_owners)
-        return Fix(f"set {owners} to None after the update", tuple(replacements))
+        owners = ", ".join(f"`{o}.grad`" for o in reset)
+        how = "zero" if self._zeroes_in_place() else "set to None"
+        return Fix(f"{how} {owners} after the update", tuple(replacements))
+
+    def _zeroes_in_place(self) -> bool:
+        """The file's own style of resetting gradients: ``w.grad.zero_()`` or ``w.grad = None``."""
+        return ".grad.zero_()" in self.ctx.source or ".grad.data.zero_()" in self.ctx.source
+
+    def _reset_statement(self, owner: str) -> str:
+        return f"{owner}.grad.zero_()\n" if self._zeroes_in_place() else f"{owner}.grad = None\n"
 
 
 def _bound_names(target: cst.BaseExpression) -> set[str]:

@@ -15,7 +15,7 @@ import libcst as cst
 from torchlint import fixes
 from torchlint.analysis import Kind, Value
 from torchlint.analysis.torch_api import NON_MUTATING_UNDERSCORE
-from torchlint.rule import Fix, FixSafety, Rule
+from torchlint.rule import Fix, FixSafety, FixStyle, Rule
 
 _NOT_TENSORS = frozenset({Kind.MODULE, Kind.OPTIMIZER, Kind.OBJECT, Kind.COLLECTION, Kind.NUMBER})
 INPLACE, AUG, INDEX_WRITE, STORAGE, READ = "in-place", "augmented", "indexed write", "storage swap", "read"
@@ -28,6 +28,8 @@ class PreferNoGradOverData(Rule):
     default = False
     fix_safety = FixSafety.UNSAFE
     tokens = ("data",)
+    # The "data" fix style writes `.data`: with this rule enabled, fixes update under no_grad.
+    preferred_fix_style = FixStyle.NO_GRAD
 
     def __init__(self, *args: object, **kwargs: object) -> None:
         super().__init__(*args, **kwargs)  # type: ignore[arg-type]

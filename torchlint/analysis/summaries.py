@@ -1,0 +1,77 @@
+"""What a helper defined in the file returns, seen from a call site.
+
+``img, opt = make_param(shape)`` binds ``img`` to the leaf ``make_param`` creates; a helper
+that returns a loss or a module output carries the graph to its caller.  The helper's body is
+analysed once per call-site signature (the kinds of the values passed), by a rule-less
+analyzer that binds the parameters to what the call passes and joins the values of its
+``return`` statements.  Depth is bounded and recursion answers unknown.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import libcst as cst
+
+from torchlint.analysis.values import UNKNOWN, Kind, Value, join
+
+if TYPE_CHECKING:
+    from torchlint.analysis.analyzer import Analyzer
+    from torchlint.analysis.scopes import FunctionInfo
+
+# Helpers calling helpers: how deep summaries go before answering unknown.
+MAX_SUMMARY_DEPTH = 3
+_UNKNOWN_RETURN = UNKNOWN
+
+
+def returned_value(caller: Analyzer, info: FunctionInfo, call: cst.Call) -> Value:
+    """The value ``call`` (a call of ``info``) returns at the caller's current point."""
+    if caller.summary_depth >= MAX_SUMMARY_DEPTH or info.node.asynchronous is not None:
+        return UNKNOWN
+    if any(_yields(statement) for statement in _statements(info.node)):
+        return UNKNOWN  # a generator returns a generator
+    passed = caller.arguments_passed(call, info) or {}
+    signature = (id(info), caller.grad_mode.fixed, tuple(sorted((k, v.kind.value) for k, v in passed.items())))
+    cache = caller.summaries
+    if signature in cache:
+        return cache[signature]
+    cache[signature] = UNKNOWN  # recursion: no information from this path
+    from torchlint.analysis.analyzer import Analyzer
+
+    helper = Analyzer.for_summary(caller)
+    result = helper.summarise(info, passed)
+    # The values' origins are nodes of the helper's body: rules only ask what they are.
+    cache[signature] = result
+    return result
+
+
+def join_returns(values: list[Value]) -> Value:
+    if not values:
+        return UNKNOWN
+    result = values[0]
+    for value in values[1:]:
+        result = join(result, value)
+    return result if result.kind is not Kind.UNKNOWN else UNKNOWN
+
+
+def _statements(node: cst.FunctionDef) -> list[cst.CSTNode]:
+    body = node.body
+    return list(body.body) if isinstance(body, cst.IndentedBlock) else [body]
+
+
+def _yields(node: cst.CSTNode) -> bool:
+    found = False
+
+    class Finder(cst.CSTVisitor):
+        def visit_Yield(self, _: cst.Yield) -> None:
+            nonlocal found
+            found = True
+
+        def visit_FunctionDef(self, _: cst.FunctionDef) -> bool:
+            return False
+
+        def visit_Lambda(self, _: cst.Lambda) -> bool:
+            return False
+
+    node.visit(Finder())
+    return found
