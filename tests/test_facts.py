@@ -173,3 +173,14 @@ def test_a_branch_guarded_by_requires_grad_asks_the_run() -> None:
     reveal(loss)
     """)
     assert probe(source, lambda ctx, v: v.has_no_graph) == [False, True, False, False]
+
+
+def test_tensor_metadata_is_a_number_not_a_tensor() -> None:
+    source = PRELUDE + textwrap.dedent("""
+    params = list(lin.parameters())
+    reveal(params[0].size())
+    reveal((x @ w).dim())
+    reveal(w.numel())
+    reveal(np.array(params[0].size()))
+    """)
+    assert probe(source, lambda ctx, v: v.kind) == [Kind.NUMBER] * 3 + [Kind.UNKNOWN]

@@ -20,7 +20,7 @@ import libcst as cst
 
 from torchlint.analysis import torch_api as api
 from torchlint.analysis.names import dotted_name
-from torchlint.analysis.values import UNKNOWN, Kind, Value, join
+from torchlint.analysis.values import NUMBER, UNKNOWN, Kind, Value, join
 
 if TYPE_CHECKING:
     from torchlint.analysis.scopes import FunctionInfo
@@ -122,9 +122,12 @@ class ValueFacts:
         return None
 
     def _method_call_fact(self, node: cst.Call, method: str, receiver: Value) -> Value | None:
-        """``x.softmax(dim)`` (on any receiver that is not a module or object of this file)."""
+        """``x.softmax(dim)`` (on any receiver that is not a module or object of this file);
+        ``t.size()``, ``t.dim()``, ``t.numel()`` ... of a tensor are numbers, not tensors."""
         if method in api.SOFTMAX_METHODS and receiver.kind not in (Kind.MODULE, Kind.OBJECT):
             return self._softmax_of([receiver], node)
+        if method in api.METADATA_METHODS and receiver.is_tensor:
+            return NUMBER
         return None
 
     def _module_output_fact(self, node: cst.Call, module: Value, output: Value) -> Value:

@@ -181,5 +181,10 @@ PLOTTING_FUNCTIONS = frozenset(
     "matplotlib.pyplot." + name
     for name in "plot scatter imshow hist bar barh semilogx semilogy loglog errorbar fill_between step stem".split()
 )
+# Tensor methods that return metadata (a ``torch.Size``, an int, a bool), not a tensor.
+METADATA_METHODS = frozenset(
+    "size dim ndimension numel nelement element_size stride storage_offset is_contiguous data_ptr get_device "
+    "is_floating_point is_complex".split()
+)
 # ``xs.append(v)``: the list now also holds ``v``.
 APPEND_METHODS = frozenset({"append"})
