@@ -184,3 +184,23 @@ def test_tensor_metadata_is_a_number_not_a_tensor() -> None:
     reveal(np.array(params[0].size()))
     """)
     assert probe(source, lambda ctx, v: v.kind) == [Kind.NUMBER] * 3 + [Kind.UNKNOWN]
+
+
+def test_requires_grad_when_run_follows_grad_mode_and_frozen_parameters() -> None:
+    def when(ctx: Analyzer, value: Value) -> object:
+        condition = ctx.requires_grad_when_run(value)
+        return None if condition is None else condition()
+
+    source = PRELUDE + textwrap.dedent("""
+    reveal(x @ w)
+    reveal([lin(x)])
+    with torch.no_grad():
+        reveal(w)
+    def evaluate():
+        reveal(w)
+    with torch.no_grad():
+        evaluate()
+    """)
+    assert probe(source, when) == [True, True, None, False]
+    frozen = PRELUDE + "lin.requires_grad_(False)\nreveal([lin(x)])\nreveal(x @ w)\n"
+    assert probe(frozen, when) == [False, True]

@@ -14,6 +14,7 @@ The torch spellings are data in ``torch_api``.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import libcst as cst
@@ -25,6 +26,7 @@ from torchlint.analysis.values import NUMBER, UNKNOWN, Kind, Value, join
 if TYPE_CHECKING:
     from torchlint.analysis.scopes import FunctionInfo
 
+_MODULE_OUTPUT = frozenset({"model-output"})
 # Receivers whose ``requires_grad = False`` may freeze a module's parameters.
 _MAY_FREEZE = frozenset({Kind.MODULE, Kind.LEAF, Kind.UNKNOWN, Kind.OBJECT, Kind.COLLECTION})
 
@@ -60,6 +62,17 @@ class ValueFacts:
             return self.qualify(origin.func)  # type: ignore[attr-defined]
         return None
 
+    def requires_grad_when_run(self, value: Value) -> Callable[[], bool] | None:
+        """For a value the analysis says requires grad (or holds such tensors), used here: None
+        when it certainly does not at this point (grad mode statically off), else a condition
+        to ask once the file is analysed -- some caller runs this point in grad mode, and a
+        module's output is not from a file that freezes parameters (then it may be a leaf)."""
+        mode = self.grad_mode
+        if mode.statically_disabled:
+            return None
+        module_output = value.tagged_within(_MODULE_OUTPUT)
+        return lambda: not mode.is_disabled() and not (module_output and self._may_freeze)
+
     @property
     def parameters_may_be_frozen(self) -> bool:
         """Something in the file sets ``requires_grad`` to False (or to a non-literal) on a module,
@@ -75,7 +88,7 @@ class ValueFacts:
         if qualified in api.COPY_CONSTRUCTORS:
             return self._copy_value(node)
         if qualified in api.SHARING_CONSTRUCTORS:
-            data = self._data_argument(node)
+            data = data_argument(node)
             if data is not None and self.value_of(data).is_tensor and _keyword(node, "requires_grad") is None:
                 return self._derived([self.value_of(data)], node)  # the tensor itself, or a conversion
             return None
@@ -97,7 +110,7 @@ class ValueFacts:
     def _copy_value(self, node: cst.Call) -> Value | None:
         """``torch.tensor(data)``: a new tensor without history.  It has no graph when its data
         had one (a graph-cut copy) or had lost it (``.item()``, ``.detach()``, NumPy)."""
-        data = self._data_argument(node)
+        data = data_argument(node)
         if data is None:
             return None
         source = self.value_of(data)
@@ -112,14 +125,6 @@ class ValueFacts:
             return Value(Kind.PLAIN, node, tags=frozenset({"factory", "detached"}))
         return None
 
-    @staticmethod
-    def _data_argument(node: cst.Call) -> cst.BaseExpression | None:
-        for arg in node.args:
-            if arg.keyword is None and not arg.star:
-                return arg.value
-            if arg.keyword is not None and arg.keyword.value == "data":
-                return arg.value
-        return None
 
     def _method_call_fact(self, node: cst.Call, method: str, receiver: Value) -> Value | None:
         """``x.softmax(dim)`` (on any receiver that is not a module or object of this file);
@@ -173,6 +178,14 @@ class ValueFacts:
         """``x.requires_grad = False`` / ``x.requires_grad_(flag)``: parameters may get frozen."""
         if flag is not True and self.value_of(receiver).kind in _MAY_FREEZE:
             self._may_freeze = True
+
+
+def data_argument(node: cst.Call) -> cst.BaseExpression | None:
+    """The data a tensor constructor is given: its first positional argument or ``data=``."""
+    for arg in node.args:
+        if (arg.keyword is None and not arg.star) or (arg.keyword is not None and arg.keyword.value == "data"):
+            return arg.value
+    return None
 
 
 def _keyword(node: cst.Call, name: str) -> cst.Arg | None:

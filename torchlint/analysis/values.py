@@ -76,6 +76,14 @@ class Value:
             return self.element is not None and self.element.carries_grad
         return self.requires_grad
 
+    def tagged_within(self, tags: frozenset[str]) -> bool:
+        """This value, or (for a collection) what it holds, carries one of ``tags``."""
+        if self.kind is Kind.COLLECTION:
+            if self.items is not None:
+                return any(item.tagged_within(tags) for item in self.items)
+            return self.element is not None and self.element.tagged_within(tags)
+        return bool(self.tags & tags)
+
     @property
     def has_no_graph(self) -> bool:
         """A tensor known to have lost its graph: computed under no_grad/inference_mode, or from

@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import libcst as cst
 
 from torchlint import fixes
 from torchlint.analysis import Value
 from torchlint.analysis import torch_api as api
-from torchlint.analysis.values import ASSUMED_TAGS, Kind
+from torchlint.analysis.values import ASSUMED_TAGS
 from torchlint.rule import Fix, FixSafety, Rule
 
 _M6 = "Can't call numpy() on Tensor that requires grad"
@@ -41,7 +39,7 @@ class NumpyOfGradTensor(Rule):
         value = self.ctx.value_of(receiver)
         if not _requires_grad(value):
             return
-        condition = self._condition(value)
+        condition = self.ctx.requires_grad_when_run(value)
         if condition is None:
             return
         name = fixes.source_of(receiver)
@@ -59,7 +57,7 @@ class NumpyOfGradTensor(Rule):
             value = self.ctx.value_of(arg.value)
             if not value.carries_grad or _assumed(value) or (lists_only and value.is_tensor):
                 continue
-            condition = self._condition(value)
+            condition = self.ctx.requires_grad_when_run(value)
             if condition is None:
                 continue
             name = fixes.source_of(arg.value)
@@ -80,15 +78,6 @@ class NumpyOfGradTensor(Rule):
             )
             return
 
-    def _condition(self, value: Value) -> Callable[[], bool] | None:
-        """When the conversion raises: grad mode is on for some caller (under no_grad `.numpy()`
-        works, measured), and a module's output requires grad (no parameter frozen in the file)."""
-        mode = self.ctx.grad_mode
-        if mode.statically_disabled:
-            return None
-        module_output = _is_module_output(value)
-        return lambda: not mode.is_disabled() and not (module_output and self.ctx.parameters_may_be_frozen)
-
 
 def _requires_grad(value: Value) -> bool:
     return value.requires_grad and not _assumed(value)
@@ -96,15 +85,7 @@ def _requires_grad(value: Value) -> bool:
 
 def _assumed(value: Value) -> bool:
     """Requires grad only by assumption (a parameter guessed to be a leaf because its `.grad` is read)."""
-    if value.kind is Kind.COLLECTION:
-        return value.element is not None and _assumed(value.element)
-    return bool(value.tags & ASSUMED_TAGS)
-
-
-def _is_module_output(value: Value) -> bool:
-    if value.kind is Kind.COLLECTION:
-        return value.element is not None and _is_module_output(value.element)
-    return "model-output" in value.tags
+    return value.tagged_within(ASSUMED_TAGS)
 
 
 def _detached(expr: cst.BaseExpression) -> cst.BaseExpression:

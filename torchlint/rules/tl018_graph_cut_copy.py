@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import libcst as cst
 
 from torchlint import fixes
 from torchlint.analysis import Value
 from torchlint.analysis import torch_api as api
-from torchlint.analysis.values import ASSUMED_TAGS, Kind
+from torchlint.analysis.facts import data_argument
+from torchlint.analysis.values import ASSUMED_TAGS
 from torchlint.rule import Fix, FixSafety, Rule
 
 _WARNING = "To copy construct from a tensor, it is recommended to use sourceTensor.detach().clone()"
@@ -29,13 +28,13 @@ class GraphCutCopy(Rule):
     def visit_Call(self, node: cst.Call) -> None:
         if self.ctx.qualify(node.func) not in api.COPY_CONSTRUCTORS:
             return
-        data = _data_argument(node)
+        data = data_argument(node)
         if data is None:
             return
         value = self.ctx.value_of(data)
-        if not value.carries_grad or _tagged(value, ASSUMED_TAGS):
+        if not value.carries_grad or value.tagged_within(ASSUMED_TAGS):
             return
-        condition = self._condition(value)
+        condition = self.ctx.requires_grad_when_run(value)
         if condition is None:
             return
         name = fixes.source_of(data)
@@ -59,15 +58,6 @@ class GraphCutCopy(Rule):
             when=condition,
         )
 
-    def _condition(self, value: Value) -> Callable[[], bool] | None:
-        """A graph is there to cut: grad mode is on for some caller, and a module's output requires
-        grad (no parameter is frozen anywhere in the file)."""
-        mode = self.ctx.grad_mode
-        if mode.statically_disabled:
-            return None
-        module_output = _tagged(value, frozenset({"model-output"}))
-        return lambda: not mode.is_disabled() and not (module_output and self.ctx.parameters_may_be_frozen)
-
     def _fix(self, node: cst.Call, data: cst.BaseExpression, value: Value) -> Fix | None:
         """``torch.tensor(t)`` -> ``t``; with ``dtype=``/``device=`` -> ``t.to(dtype=..., device=...)``;
         a list literal of tensors -> ``torch.stack([...])``."""
@@ -85,16 +75,3 @@ class GraphCutCopy(Rule):
         if keywords:
             kept = fixes.method_call(kept, "to", keywords)
         return fixes.replace("use the tensor itself (keeps the graph)", node, kept)
-
-
-def _data_argument(node: cst.Call) -> cst.BaseExpression | None:
-    for arg in node.args:
-        if (arg.keyword is None and not arg.star) or (arg.keyword is not None and arg.keyword.value == "data"):
-            return arg.value
-    return None
-
-
-def _tagged(value: Value, tags: frozenset[str]) -> bool:
-    if value.kind is Kind.COLLECTION:
-        return value.element is not None and _tagged(value.element, tags)
-    return bool(value.tags & tags)

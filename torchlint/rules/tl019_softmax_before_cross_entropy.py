@@ -5,7 +5,7 @@ from __future__ import annotations
 import libcst as cst
 
 from torchlint import fixes
-from torchlint.analysis import Kind, Value
+from torchlint.analysis import Kind
 from torchlint.analysis import torch_api as api
 from torchlint.rule import Fix, FixSafety, Rule
 
