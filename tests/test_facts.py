@@ -186,11 +186,25 @@ def test_tensor_metadata_is_a_number_not_a_tensor() -> None:
     assert probe(source, lambda ctx, v: v.kind) == [Kind.NUMBER] * 3 + [Kind.UNKNOWN]
 
 
-def test_requires_grad_when_run_follows_grad_mode_and_frozen_parameters() -> None:
-    def when(ctx: Analyzer, value: Value) -> object:
-        condition = ctx.requires_grad_when_run(value)
-        return None if condition is None else condition()
+def conditions(source: str) -> list[object]:
+    """``requires_grad_when_run`` asked at each ``reveal(expr)``, its condition evaluated at the end."""
+    module = cst.parse_module(source)
+    analyzer = Analyzer(module, module.code)
+    asked: list[object] = []
 
+    class Probe(Rule):
+        code, name, summary = "TL999", "probe", "probe"
+
+        def visit_Call(self, node: cst.Call) -> None:
+            if isinstance(node.func, cst.Name) and node.func.value == "reveal":
+                asked.append(self.ctx.requires_grad_when_run(self.ctx.value_of(node.args[0].value)))
+
+    analyzer.attach([Probe(analyzer, [], RuleOptions())])
+    analyzer.run()
+    return [None if condition is None else condition() for condition in asked]
+
+
+def test_requires_grad_when_run_follows_grad_mode_and_frozen_parameters() -> None:
     source = PRELUDE + textwrap.dedent("""
     reveal(x @ w)
     reveal([lin(x)])
@@ -201,6 +215,6 @@ def test_requires_grad_when_run_follows_grad_mode_and_frozen_parameters() -> Non
     with torch.no_grad():
         evaluate()
     """)
-    assert probe(source, when) == [True, True, None, False]
+    assert conditions(source) == [True, True, None, False]
     frozen = PRELUDE + "lin.requires_grad_(False)\nreveal([lin(x)])\nreveal(x @ w)\n"
-    assert probe(frozen, when) == [False, True]
+    assert conditions(frozen) == [False, True]
