@@ -284,6 +284,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--show-missed", action="store_true", help="list labelled bugs not found")
     parser.add_argument("--show-fp", action="store_true", help="list labelled ok lines that were flagged")
     parser.add_argument("--show-unlabelled", action="store_true", help="list findings on no labelled line")
+    parser.add_argument("--unlabelled-ignore", default="TL011,TL100",
+                        help="rules never labelled (style rules), left out of the unlabelled list (default: %(default)s)")
     parser.add_argument("--fetch-list", action="store_true",
                         help="print how to re-fill the cache for every case (read_file calls, pip downloads) and exit")
     parser.add_argument("--line-sha", nargs=2, metavar=("FILE", "LINE"),
@@ -323,6 +325,8 @@ def main(argv: list[str] | None = None) -> int:
     findings, stderr = run_torchlint(present, args.select) if present else ([], "")
     scored = [c for c in cases if c not in missing and all(c is not d for d, _ in drifted)]
     table, unlabelled = score(scored, findings, files, rules)
+    ignored = set(args.unlabelled_ignore.split(",")) if args.unlabelled_ignore else set()
+    unlabelled = [item for item in unlabelled if item["code"] not in ignored]
 
     projects = {c.repo for c in cases}
     print(f"{len(cases)} cases ({sum(c.label == 'bug' for c in cases)} bug, "

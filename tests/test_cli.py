@@ -33,7 +33,7 @@ def test_stdin_is_reported_under_the_stdin_filename(project: Path, monkeypatch, 
     feed_stdin(monkeypatch, BAD.encode())
     assert main(["-", "--stdin-filename", "src/train.py"]) == 1
     out = capsys.readouterr().out.splitlines()
-    assert [line.split(" ")[0] for line in out] == ["src/train.py:5:1:", "src/train.py:9:5:"]
+    assert [line.split(" ")[0] for line in out] == ["src/train.py:5:1:", "src/train.py:9:5:", "Found", "[*]"]
 
 
 def test_stdin_filename_alone_reads_stdin(project: Path, monkeypatch, capsys) -> None:
@@ -46,7 +46,7 @@ def test_stdin_uses_the_config_and_per_file_ignores_of_its_filename(project: Pat
     (project / "pkg").mkdir()
     (project / "pkg" / "pyproject.toml").write_text("[tool.torchlint]\nper-file-ignores = { 'tests/*' = ['TL001'] }\n")
     feed_stdin(monkeypatch, BAD.encode())
-    assert main(["-", "--stdin-filename", "pkg/tests/test_x.py"]) == 1
+    assert main(["-", "--stdin-filename", "pkg/tests/test_x.py", "--quiet"]) == 1
     assert [line.split(" ")[1] for line in capsys.readouterr().out.splitlines()] == ["TL012"]
 
 
@@ -55,7 +55,7 @@ def test_stdin_fix_writes_the_fixed_source_to_stdout(project: Path, monkeypatch,
     assert main(["-", "--fix", "--stdin-filename", "train.py"]) == 0
     captured = capsys.readouterr()
     assert captured.out == FIXED
-    assert "Fixed 2 findings." in captured.err
+    assert "Fixed 2 errors:\n- train.py:\n    1 × TL001 (rebind-update)\n    1 × TL012 (requires-grad-typo)\n" in captured.err
 
 
 def test_stdin_fix_reports_what_remains_on_stderr(project: Path, monkeypatch, capsys) -> None:
@@ -139,7 +139,8 @@ def test_exit_codes(project: Path) -> None:
 def test_statistics_replace_the_listing(project: Path, capsys) -> None:
     (project / "train.py").write_text(BAD)
     assert main(["--statistics", "train.py"]) == 1
-    assert capsys.readouterr().out.splitlines() == ["1\tTL001\t[*] rebind-update", "1\tTL012\t[*] requires-grad-typo"]
+    assert capsys.readouterr().out.splitlines() == [
+        "1\tTL001\t[*] rebind-update", "1\tTL012\t[*] requires-grad-typo", "Found 2 errors.", "[*] 2 fixable with `--fix`."]
     assert main(["--statistics", "--format", "json", "train.py"]) == 1
     assert [row["code"] for row in json.loads(capsys.readouterr().out)] == ["TL001", "TL012"]
 

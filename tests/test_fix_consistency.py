@@ -24,13 +24,16 @@ SOURCES = sorted([*FIXTURES.glob("TL*/*.py"), *(ROOT / "examples").rglob("*.py")
 STYLES = [None, FixStyle.DATA, FixStyle.NO_GRAD]
 
 
-def written_lines(before: str, after: str) -> set[int]:
-    """Lines of ``after`` (1-based) that the fixes inserted or changed."""
+def written_lines(before: str, after: str) -> dict[int, int | None]:
+    """Lines of ``after`` (1-based) that the fixes inserted or changed -> the line of ``before``
+    each replaces one for one (None: inserted)."""
     matcher = difflib.SequenceMatcher(a=before.splitlines(), b=after.splitlines(), autojunk=False)
-    lines: set[int] = set()
-    for tag, _, _, start, end in matcher.get_opcodes():
+    lines: dict[int, int | None] = {}
+    for tag, old_start, old_end, start, end in matcher.get_opcodes():
         if tag in ("replace", "insert"):
-            lines.update(range(start + 1, end + 1))
+            one_for_one = tag == "replace" and old_end - old_start == end - start
+            for offset, line in enumerate(range(start + 1, end + 1)):
+                lines[line] = old_start + offset + 1 if one_for_one else None
     return lines
 
 
@@ -47,11 +50,14 @@ def test_fixes_write_nothing_another_rule_reports(path: Path, style: FixStyle | 
     if not written:
         return
     # A finding the original already had (the unfixed part of a partly fixed line, a finding
-    # without a fix: same rule, same message) is not one the fixes wrote.
-    before = {(f.code, f.message) for f in lint_source(source, RULES, options).findings}
+    # without a fix: same rule, same message, or the same rule on the line a fix rewrote) is
+    # not one the fixes wrote.
+    original = lint_source(source, RULES, options).findings
+    messages = {(f.code, f.message) for f in original}
+    on_line = {(f.code, f.line) for f in original}
     reported = [
         f for f in lint_source(fixed, RULES, options).findings
-        if f.line in written and (f.code, f.message) not in before
+        if f.line in written and (f.code, f.message) not in messages and (f.code, written[f.line]) not in on_line
     ]
     if style is FixStyle.DATA:
         # The user chose `.data` updates: TL011 (opt-in, the migration away from `.data`)

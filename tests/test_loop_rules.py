@@ -78,7 +78,8 @@ def test_tl008_no_fix_for_two_optimizers() -> None:
 
 
 # ---------------------------------------------------------------- TL009
-def test_tl009_no_fix_when_the_loss_may_not_be_a_scalar() -> None:
+def test_tl009_detaches_a_loss_that_may_not_be_a_scalar() -> None:
+    """``.item()`` would raise on a non-scalar; ``.detach()`` works for any shape."""
     source = """\
         import torch
         w = torch.zeros(3, requires_grad=True)
@@ -87,7 +88,7 @@ def test_tl009_no_fix_when_the_loss_may_not_be_a_scalar() -> None:
             total += w * 2
         print(total)
         """
-    assert fixes_of("TL009", source) == [None]
+    assert fixes_of("TL009", source) == ["accumulate `(w * 2).detach()`"]
 
 
 def test_tl009_wraps_a_compound_loss_before_item() -> None:

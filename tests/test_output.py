@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from torchlint.engine import Finding, fix_source, lint_source, with_fix_edits
-from torchlint.output import FORMATS, format_statistics, sarif_log, use_colour
+from torchlint.output import FORMATS, OutputOptions, format_statistics, sarif_log, use_colour
 from torchlint.rule import FixStyle, RuleOptions
 from torchlint.rulebook import page_for
 from torchlint.rules import all_rules, rule_by_code
@@ -173,8 +173,9 @@ def test_sarif_is_valid_for_github_code_scanning(project: Path) -> None:
     assert {rule["id"] for rule in run["tool"]["driver"]["rules"]} == {rule.code for rule in all_rules()}
     tl001 = next(rule for rule in run["tool"]["driver"]["rules"] if rule["id"] == "TL001")
     page = page_for("TL001")
-    assert tl001["helpUri"] == page.url and tl001["help"]["markdown"] == page.text
-    assert tl001["fullDescription"]["text"] == page.section("What it does")
+    assert tl001["helpUri"] == page.url == page.path.as_uri() and Path(page.path).is_file()
+    assert tl001["name"] == "rebind-update" and tl001["shortDescription"]["text"].startswith("Checks for a trainable leaf")
+    assert "help" not in tl001 and "fullDescription" not in tl001  # the page is linked, not embedded
     first = run["results"][0]
     assert first["locations"][0]["physicalLocation"]["artifactLocation"] == {"uri": "pkg/train.py", "uriBaseId": "%SRCROOT%"}
     assert first["locations"][0]["physicalLocation"]["region"] == {"startLine": 5, "startColumn": 1, "endLine": 5, "endColumn": 15}
@@ -275,3 +276,186 @@ def test_statistics(project: Path) -> None:
     out = io.StringIO()
     format_statistics(found, out, as_json=True)
     assert json.loads(out.getvalue())[0] == {"code": "TL001", "name": "rebind-update", "count": 3, "fixable": 3}
+
+
+# ---------------------------------------------------------------- ruff's other formats
+def test_concise_is_flake8_and_show_fixes_marks_them(project: Path) -> None:
+    found = reports("pkg/train.py")
+    assert render("concise", found) == render("flake8", found)
+    out = io.StringIO()
+    FORMATS["concise"](found, out, OutputOptions(show_fixes=True))
+    assert [line.split(" ")[1:3] for line in out.getvalue().splitlines()] == [["TL012", "[*]"], ["TL001", "[*]"]]
+
+
+def test_colour_option_overrides_the_terminal(project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("FORCE_COLOR", "1")
+    for name in ("concise", "grouped", "full"):
+        out = io.StringIO()
+        FORMATS[name](reports("pkg/train.py"), out, OutputOptions(colour=False))
+        assert "\x1b[" not in out.getvalue()
+        out = FakeTerminal()
+        FORMATS[name](reports("pkg/train.py"), out, OutputOptions(colour=True))
+        assert "\x1b[1;31mTL001\x1b[0m" in out.getvalue()
+
+
+def test_grouped_lists_findings_under_their_file(project: Path) -> None:
+    text = render("grouped", reports("pkg/train.py", "nb.ipynb"))
+    blocks = text.rstrip("\n").split("\n\n")
+    assert [block.splitlines()[0] for block in blocks] == ["pkg/train.py:", "nb.ipynb:"]
+    assert [line.split()[:2] for line in blocks[0].splitlines()[1:]] == [["5:1", "TL012"], ["9:5", "TL001"]]
+    assert blocks[1].splitlines()[1].split()[:3] == ["cell", "3:3:5", "TL001"]
+
+
+def test_pylint_lines(project: Path) -> None:
+    lines = render("pylint", reports("pkg/train.py", "nb.ipynb")).splitlines()
+    assert [re.match(r"^(\S+):(\d+): \[(TL\d{3})\] (.+)$", line).groups()[:3] for line in lines] == [
+        ("pkg/train.py", "5", "TL012"), ("pkg/train.py", "9", "TL001"), ("nb.ipynb", "3", "TL001")]
+    assert lines[2].split("] ", 1)[1].startswith("cell 3: ")
+
+
+def test_azure_logging_commands_are_escaped() -> None:
+    finding = Finding("TL001", "rebind-update", "100% sure; really]\nsecond", 2, 3, 2, 9)
+    [line] = render("azure", [FileReport("odd;name].py", [finding])]).splitlines()
+    assert line == ("##vso[task.logissue type=error;sourcepath=odd%3Bname%5D.py;linenumber=2;columnnumber=3;"
+                    "code=TL001;]100%AZP25 sure; really]%0Asecond")
+
+
+def test_json_lines_are_the_json_objects(project: Path) -> None:
+    found = reports("pkg/train.py", "nb.ipynb")
+    lines = render("json-lines", found).splitlines()
+    assert [json.loads(line) for line in lines] == json.loads(render("json", found)) and len(lines) == 3
+
+
+def test_junit_xml_parses_and_counts(project: Path) -> None:
+    import xml.etree.ElementTree as ET
+
+    found = [*reports("pkg/train.py", "nb.ipynb"), FileReport("broken.py", error="1:5: syntax error")]
+    root = ET.fromstring(render("junit", found))
+    assert root.tag == "testsuites" and (root.get("tests"), root.get("failures"), root.get("errors")) == ("4", "3", "1")
+    suites = {suite.get("name"): suite for suite in root.iter("testsuite")}
+    assert set(suites) == {"pkg/train.py", "nb.ipynb", "broken.py"}
+    cases = suites["pkg/train.py"].findall("testcase")
+    assert [(c.get("name"), c.get("line"), c.get("column")) for c in cases] == [
+        ("torchlint.TL012", "5", "1"), ("torchlint.TL001", "9", "5")]
+    assert all(case.find("failure").get("message") for case in cases)
+    assert suites["broken.py"].find("testcase/error").get("message") == "1:5: syntax error"
+    clean = ET.fromstring(render("junit", [FileReport("ok.py")]))
+    assert clean.get("failures") == "0" and [c.get("name") for c in clean.iter("testcase")] == ["No errors found"]
+
+
+def assert_gitlab_code_quality(issues: list) -> None:
+    """The fields GitLab's Code Quality report schema requires."""
+    assert isinstance(issues, list)
+    for issue in issues:
+        assert isinstance(issue["description"], str) and issue["description"]
+        assert isinstance(issue["check_name"], str) and issue["check_name"]
+        assert isinstance(issue["fingerprint"], str) and issue["fingerprint"]
+        assert issue["severity"] in {"info", "minor", "major", "critical", "blocker"}
+        location = issue["location"]
+        assert isinstance(location["path"], str) and not location["path"].startswith("/")
+        begin = location["positions"]["begin"] if "positions" in location else location["lines"]
+        assert isinstance(begin["line"], int) and begin["line"] >= 1
+    assert len({issue["fingerprint"] for issue in issues}) == len(issues)
+
+
+def test_gitlab_code_quality_with_stable_fingerprints(project: Path) -> None:
+    issues = json.loads(render("gitlab", reports("pkg/train.py", "nb.ipynb")))
+    assert_gitlab_code_quality(issues)
+    assert [(i["check_name"], i["location"]["path"]) for i in issues] == [
+        ("TL012", "pkg/train.py"), ("TL001", "pkg/train.py"), ("TL001", "nb.ipynb")]
+    # Code moved down by two lines, and the same mistake twice: old issues keep their fingerprints.
+    (project / "pkg" / "train.py").write_text("# a comment\n\n" + BAD + "    w = w - 0.1 * w.grad\n")
+    moved = json.loads(render("gitlab", reports("pkg/train.py")))
+    assert_gitlab_code_quality(moved)
+    assert [i["fingerprint"] for i in moved][:2] == [i["fingerprint"] for i in issues][:2]
+    assert moved[0]["location"]["positions"]["begin"]["line"] == 7
+
+
+def assert_rdjson(result: dict) -> None:
+    """reviewdog's DiagnosticResult: the fields its schema requires and the enums it allows."""
+    severities = {"UNKNOWN_SEVERITY", "ERROR", "WARNING", "INFO"}
+    assert result["source"]["name"] and result.get("severity", "ERROR") in severities
+
+    def assert_range(span: dict) -> None:
+        assert span["start"]["line"] >= 1 and span["start"].get("column", 1) >= 1
+        assert (span["end"]["line"], span["end"]["column"]) >= (span["start"]["line"], span["start"]["column"])
+
+    for diagnostic in result["diagnostics"]:
+        assert isinstance(diagnostic["message"], str) and diagnostic["message"]
+        assert isinstance(diagnostic["location"]["path"], str)
+        assert_range(diagnostic["location"]["range"])
+        assert diagnostic.get("severity", "ERROR") in severities and diagnostic["code"]["value"]
+        for suggestion in diagnostic.get("suggestions", []):
+            assert_range(suggestion["range"])
+            assert isinstance(suggestion["text"], str)
+
+
+def test_rdjson_suggestions_reproduce_the_fix(project: Path) -> None:
+    result = json.loads(render("rdjson", reports("pkg/train.py", "nb.ipynb")))
+    assert_rdjson(result)
+    diagnostics = result["diagnostics"]
+    assert [d["code"]["value"] for d in diagnostics] == ["TL012", "TL001", "TL001"]
+    assert diagnostics[0]["code"]["url"] == page_for("TL012").url
+    for diagnostic in diagnostics[:2]:
+        edits = [{"location": {"row": s["range"]["start"]["line"], "column": s["range"]["start"]["column"]},
+                  "end_location": {"row": s["range"]["end"]["line"], "column": s["range"]["end"]["column"]},
+                  "content": s["text"]} for s in diagnostic["suggestions"]]
+        assert apply_edits(BAD, edits) == fix_source(BAD, [rule_by_code(diagnostic["code"]["value"])]).source
+    assert "suggestions" not in diagnostics[2] and diagnostics[2]["message"].startswith("cell 3: ")
+
+
+def assert_sarif_structure(log: dict) -> None:
+    """SARIF 2.1.0's required properties for what torchlint writes (the schema's `required` lists)."""
+    assert log["version"] == "2.1.0" and isinstance(log["runs"], list)
+    for run in log["runs"]:
+        assert run["tool"]["driver"]["name"]
+        for rule in run["tool"]["driver"].get("rules", []):
+            assert rule["id"]
+        for result in run["results"]:
+            assert result["message"]["text"]
+            for fix in result.get("fixes", []):
+                assert fix["artifactChanges"]  # minItems 1
+                for change in fix["artifactChanges"]:
+                    assert change["artifactLocation"]["uri"] and change["replacements"]
+                    for replacement in change["replacements"]:
+                        region = replacement["deletedRegion"]
+                        assert region["startLine"] >= 1 and region["startColumn"] >= 1
+                        assert isinstance(replacement["insertedContent"]["text"], str)
+        for invocation in run.get("invocations", []):
+            assert isinstance(invocation["executionSuccessful"], bool)
+
+
+def test_sarif_fixes_reproduce_the_fix(project: Path) -> None:
+    log = json.loads(render("sarif", reports("pkg/train.py", "nb.ipynb")))
+    assert_sarif_structure(log)
+    assert_valid_for_github(log)
+    results = log["runs"][0]["results"]
+    for result in results[:2]:
+        [fix] = result["fixes"]
+        assert fix["properties"]["applicability"] == "safe" and fix["description"]["text"]
+        edits = [{"location": {"row": r["deletedRegion"]["startLine"], "column": r["deletedRegion"]["startColumn"]},
+                  "end_location": {"row": r["deletedRegion"]["endLine"], "column": r["deletedRegion"]["endColumn"]},
+                  "content": r["insertedContent"]["text"]} for r in fix["artifactChanges"][0]["replacements"]]
+        assert apply_edits(BAD, edits) == fix_source(BAD, [rule_by_code(result["ruleId"])]).source
+    assert "fixes" not in results[2]  # a notebook cell's positions are not the file's
+
+
+def test_rule_links_use_the_configured_base(project: Path) -> None:
+    found = reports("pkg/train.py")
+    options = OutputOptions(rule_url="https://docs.example.org/rules/{code}.html")
+    out = io.StringIO()
+    FORMATS["json"](found, out, options)
+    assert json.loads(out.getvalue())[0]["url"] == "https://docs.example.org/rules/TL012.html"
+    log = sarif_log(found, OutputOptions(rule_url="https://docs.example.org/book/"))
+    helps = {rule["id"]: rule["helpUri"] for rule in log["runs"][0]["tool"]["driver"]["rules"]}
+    assert helps["TL001"] == "https://docs.example.org/book/TL001-rebind-update.md"
+    for link in (page_for(code).url for code in helps):  # default: the page shipped with the package
+        assert link.startswith("file://") and Path(link[len("file://"):]).is_file()
+
+
+@pytest.mark.parametrize("name", sorted(FORMATS))
+def test_every_format_handles_no_findings_and_unknown_codes(name: str) -> None:
+    text = render(name, [FileReport("ok.py")])
+    assert "ok.py" not in text or name == "junit"
+    made_up = render(name, [FileReport("x.py", [Finding("TL999", "made-up", "m", 1, 1, 1, 2)])])
+    assert "TL999" in made_up

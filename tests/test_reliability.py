@@ -311,10 +311,10 @@ def test_second_fix_is_a_no_op(tmp_path: Path) -> None:
     for index in range(3):
         (tmp_path / f"m{index}.py").write_text(SAMPLE)
     first = torchlint("--fix", "--unsafe-fixes", "--select", "ALL", ".", cwd=tmp_path)
-    assert "Fixed" in first.stderr
+    assert "Fixed" in first.stdout  # the summary, on stdout as in ruff
     after_first = {p.name: p.read_bytes() for p in tmp_path.glob("*.py")}
     second = torchlint("--fix", "--unsafe-fixes", "--select", "ALL", ".", cwd=tmp_path)
-    assert "Fixed" not in second.stderr and "Traceback" not in second.stderr
+    assert "Fixed" not in second.stdout and "Traceback" not in second.stderr
     assert {p.name: p.read_bytes() for p in tmp_path.glob("*.py")} == after_first
 
 
@@ -400,7 +400,7 @@ def test_two_concurrent_fix_runs_do_not_corrupt_the_tree(tmp_path: Path) -> None
         assert "Traceback" not in stderr
     assert _assert_each_old_or_new(tmp_path, versions) == len(versions)
     again = torchlint("--fix", ".", cwd=tmp_path)
-    assert "Fixed" not in again.stderr
+    assert "Fixed" not in again.stdout
 
 
 # ---------------------------------------------------------------- real-code round trip (scripts/roundtrip.py)

@@ -27,6 +27,7 @@ from torchlint.saved_tensors import (
     NOTHING,
     OPERANDS,
     OTHER_OPERAND,
+    OUT_OF_PLACE,
     OUTPUT,
     SAVES,
     saved_tensor_table,
@@ -392,3 +393,96 @@ def test_table_is_loaded_once_and_well_formed() -> None:
     assert set(TABLE.ops.values()) | set(TABLE.modules.values()) <= SAVES
     assert TABLE.op("sigmoid") == OUTPUT and TABLE.op("log") == INPUT and TABLE.op("mul") == OTHER_OPERAND
     assert TABLE.module("Sigmoid") == OUTPUT and TABLE.op("no_such_op") is None
+
+
+# ---------------------------------------------------------------- [inplace]: in-place modules and functionals
+def _takes_inplace(function) -> bool:
+    import inspect
+
+    try:
+        return "inplace" in inspect.signature(function).parameters
+    except (TypeError, ValueError):
+        return False
+
+
+INPLACE_MODULES = sorted(
+    name for name in dir(nn)
+    if isinstance(getattr(nn, name), type) and issubclass(getattr(nn, name), nn.Module)
+    and _takes_inplace(getattr(nn, name).__init__)
+)
+INPLACE_FUNCTIONALS = sorted(name for name in dir(F) if not name.startswith("_") and _takes_inplace(getattr(F, name)))
+
+
+def _inplace_shape(name: str) -> tuple[int, ...]:
+    lowered = name.lower()
+    if lowered.endswith("3d"):
+        return (2, 3, 2, 4, 4)
+    if lowered.endswith("2d") or lowered.startswith("feature"):
+        return (2, 3, 4, 4)
+    if lowered.endswith("1d"):
+        return (2, 3, 4)
+    return (4, 3)
+
+
+def _apply_inplace(name: str, x):
+    if name[0].isupper():
+        args = (0.5, 0.0) if name == "Threshold" else ()
+        return getattr(nn, name)(*args, inplace=True).train()(x)
+    function = getattr(F, name)
+    if name == "threshold":
+        return function(x, 0.5, 0.0, inplace=True)
+    if "dropout" in name:
+        return function(x, 0.5, True, inplace=True)
+    if name == "rrelu":
+        return function(x, training=True, inplace=True)
+    return function(x, inplace=True)
+
+
+def measure_inplace(name: str) -> str:
+    shape = _inplace_shape(name)
+    x = torch.rand(*shape).requires_grad_().clone()
+    version = x._version
+    _apply_inplace(name, x)
+    if x._version == version:
+        return OUT_OF_PLACE
+
+    def result_changed() -> None:
+        torch.manual_seed(0)
+        y = _apply_inplace(name, torch.rand(*shape).requires_grad_().clone())
+        y.mul_(2)
+        y.sum().backward()
+
+    def applied_to_a_saved_output() -> None:
+        torch.manual_seed(0)
+        _apply_inplace(name, torch.sigmoid(torch.rand(*shape).requires_grad_())).sum().backward()
+
+    assert raises_m4(applied_to_a_saved_output), f"{name} overwrites its input, so a saved input raises M4"
+    return OUTPUT if raises_m4(result_changed) else NOTHING
+
+
+def test_inplace_table_lists_every_module_and_functional_with_an_inplace_parameter() -> None:
+    assert "ReLU" in INPLACE_MODULES and "relu" in INPLACE_FUNCTIONALS  # the discovery finds them
+    assert set(TABLE.inplace) == set(INPLACE_MODULES) | set(INPLACE_FUNCTIONALS)
+
+
+@pytest.mark.parametrize("name", sorted(set(INPLACE_MODULES) | set(INPLACE_FUNCTIONALS)))
+def test_inplace_form_does_what_the_table_says(name: str) -> None:
+    assert measure_inplace(name) == TABLE.inplace_effect(name)
+
+
+@pytest.mark.parametrize("name", sorted(n[:-1] for n in dir(F) if n.endswith("_") and not n.startswith("_")))
+def test_underscore_functional_is_the_inplace_form(name: str) -> None:
+    """``F.relu_(y)`` is ``F.relu(y, inplace=True)``: the table's entry for ``relu`` covers it."""
+    shape = _inplace_shape(name)
+    x = torch.rand(*shape).requires_grad_().clone()
+    args = (0.5, 0.0) if name == "threshold" else ()
+    version = x._version
+    getattr(F, name + "_")(x, *args)
+    assert x._version != version and TABLE.inplace_effect(name) in (OUTPUT, NOTHING)
+
+    def result_changed() -> None:
+        y = getattr(F, name + "_")(torch.rand(*shape).requires_grad_().clone(), *args)
+        y.mul_(2)
+        y.sum().backward()
+
+    assert raises_m4(result_changed) is (TABLE.inplace_effect(name) == OUTPUT)

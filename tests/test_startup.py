@@ -43,7 +43,12 @@ def _notebook(source: str) -> str:
     return json.dumps({"cells": [cell], "metadata": {}, "nbformat": 4, "nbformat_minor": 5})
 
 
-@pytest.mark.parametrize("options", [(), ("--format", "json"), ("--statistics",)], ids=["flake8", "json", "statistics"])
+@pytest.mark.parametrize(
+    "options",
+    [(), ("--format", "json"), ("--statistics",), ("--output-format", "sarif"), ("--output-format", "gitlab"),
+     ("--output-format", "junit"), ("--output-format", "rdjson")],
+    ids=["flake8", "json", "statistics", "sarif", "gitlab", "junit", "rdjson"],
+)
 def test_a_warm_run_imports_no_libcst_and_no_rule(tmp_path: Path, options: tuple[str, ...]) -> None:
     (tmp_path / "train.py").write_text(BAD)
     (tmp_path / "clean.py").write_text("import torch\nx = torch.ones(2)\n")
@@ -80,7 +85,7 @@ def test_selectors_are_checked_without_importing_rules() -> None:
         "print(sorted(m for m in sys.modules if m == 'libcst' or m.startswith('torchlint.rules.')))\n"
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert result.stdout.splitlines() == ["unknown rule selector 'TL9' (see `torchlint --list-rules`)", "[]"]
+    assert result.stdout.splitlines() == ["unknown rule selector 'TL9' (did you mean 'TL009'? see `torchlint --list-rules`)", "[]"]
 
 
 def test_rule_codes_are_the_rule_modules_names() -> None:

@@ -62,6 +62,16 @@ def _fix_style(key: str, value: Any) -> FixStyle:
     return FixStyle(value)
 
 
+def _url(key: str, value: Any) -> str:
+    if not isinstance(value, str) or "://" not in value:
+        raise ConfigError(f"`{key}` must be a URL such as \"https://example.org/rules/{{code}}.html\", got {_show(value)}")
+    try:
+        value.format(code="TL001", name="rebind-update", file="TL001-rebind-update.md")
+    except (KeyError, IndexError, ValueError):
+        raise ConfigError(f"`{key}` may use only {{code}}, {{name}} and {{file}}, got {_show(value)}") from None
+    return value
+
+
 def _per_file_ignores(key: str, value: Any) -> tuple[tuple[str, tuple[str, ...]], ...]:
     if not isinstance(value, dict):
         raise ConfigError(f"`{key}` must be a table of \"glob\" = [\"CODE\", ...], got {_show(value)}")
@@ -87,6 +97,7 @@ KEYS: dict[str, tuple[str, Parser]] = {
     "fix-style": ("fix_style", _fix_style),
     "unsafe-fixes": ("unsafe_fixes", _boolean),
     "respect-gitignore": ("respect_gitignore", _boolean),
+    "rule-url": ("rule_url", _url),
 }
 
 
@@ -136,8 +147,11 @@ def load_config(path: Path, base: Settings = Settings()) -> Settings:
     values: dict[str, Any] = {"project_root": str(path.absolute().parent)}
     for key, value in table.items():
         if key not in KEYS:
-            known = ", ".join(KEYS)
-            raise ConfigError(f"{path}: [tool.torchlint] unknown key `{key}` (known keys: {known})")
+            from torchlint.suggest import closest
+
+            match = closest(key, KEYS)
+            hint = f"did you mean `{match}`? " if match else ""
+            raise ConfigError(f"{path}: [tool.torchlint] unknown key `{key}` ({hint}known keys: {', '.join(KEYS)})")
         field_name, parse = KEYS[key]
         try:
             values[field_name] = parse(key, value)

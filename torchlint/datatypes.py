@@ -88,6 +88,7 @@ class FileReport:
     findings: list[Finding] = field(default_factory=list)
     error: str | None = None  # one line, "line:col: message" when the position is known
     fixed: int = 0
+    fixed_codes: list[str] = field(default_factory=list)  # the rule of each applied fix (for the --fix summary)
     diff: str = ""
     source: str | None = None
     cells: dict[int, str] | None = None  # notebooks: each linted cell's source, by 1-based cell number

@@ -238,12 +238,14 @@ def discover(
     respect_gitignore: bool = True,
     suffixes: Sequence[str] = LINTED_SUFFIXES,
     root: Path | None = None,
+    force_exclude: bool = False,
 ) -> Iterator[tuple[str, str | None]]:
     """Yield ``(path, error)`` for every file to lint; ``error`` names a path that does not exist.
 
-    Paths named explicitly are linted unless an exclude pattern matches them
-    (so a pre-commit hook honours the project's excludes); directories are walked
-    skipping excluded and git-ignored entries.
+    As in ruff, paths named explicitly are linted even when an exclude pattern matches
+    them, unless ``force_exclude`` (what pre-commit hooks pass: pre-commit names every
+    file): then a path is skipped when it, or a directory above it, is excluded.
+    Directories are walked skipping excluded and git-ignored entries.
     """
     base = root or Path.cwd()
     ignore = GitIgnore() if respect_gitignore else None
@@ -253,12 +255,20 @@ def discover(
         if not path.exists() and not path.is_symlink():
             yield given, "no such file or directory"
             continue
+        if force_exclude and is_excluded_path(path, base, exclude):
+            continue
         if path.is_file() or not path.is_dir():
-            if not is_excluded(path.name, _relative(path, base), exclude) and given not in seen:
+            if given not in seen:
                 seen.add(given)
                 yield given, None
             continue
         yield from _walk(path, base, exclude, ignore, suffixes, seen)
+
+
+def is_excluded_path(path: Path, base: Path, exclude: Sequence[str]) -> bool:
+    """Whether ``path`` or one of its directories (below ``base`` when it is under it) is excluded."""
+    parts = [part for part in _relative(path, base).split("/") if part not in ("", ".")]
+    return any(is_excluded(parts[end - 1], "/".join(parts[:end]), exclude) for end in range(len(parts), 0, -1))
 
 
 def _relative(path: Path, base: Path) -> str:

@@ -15,7 +15,6 @@ from pathlib import Path
 from torchlint.rule import Rule
 
 _BLOCK = re.compile(r"^```python[ \t]+(?P<tag>[\w-]+)[ \t]*\n(?P<body>.*?)^```[ \t]*$", re.MULTILINE | re.DOTALL)
-PAGE_URL = "https://github.com/torchlint/torchlint/blob/main/rules/{file}"
 
 
 @dataclass(frozen=True)
@@ -27,7 +26,8 @@ class RulePage:
 
     @property
     def url(self) -> str:
-        return PAGE_URL.format(file=self.path.name)
+        """The page shipped with the package, as a file URI (see ``rule_url`` for a configured base)."""
+        return self.path.as_uri()
 
     def section(self, heading: str) -> str:
         match = re.search(rf"^## {re.escape(heading)}\n(.*?)(?=^## |\Z)", self.text, re.MULTILINE | re.DOTALL)
@@ -57,3 +57,53 @@ def pages() -> dict[str, RulePage]:
 def page_for(rule: type[Rule] | str) -> RulePage | None:
     code = rule if isinstance(rule, str) else rule.code
     return pages().get(code.upper())
+
+
+# ---------------------------------------------------------------- cheap metadata
+@dataclass(frozen=True)
+class RuleMeta:
+    """What output formats need to name a rule, read from the rule book without importing
+    any rule (or libcst): code and name from the page's file name, the summary from the
+    page's first paragraph."""
+
+    code: str
+    name: str
+    path: Path
+
+    @property
+    def summary(self) -> str:
+        return _summary(self.path)
+
+
+@cache
+def rule_index() -> dict[str, RuleMeta]:
+    """Every rule with a page, by code: from the page files' names alone (``TL001-rebind-update.md``)."""
+    index: dict[str, RuleMeta] = {}
+    for path in sorted(rulebook_dir().glob("TL*.md")):
+        code, _, name = path.stem.partition("-")
+        index[code] = RuleMeta(code, name, path)
+    return index
+
+
+@cache
+def _summary(path: Path) -> str:
+    """The page's first paragraph after the title and the status line (only its top is read)."""
+    with open(path, encoding="utf-8") as handle:
+        head = handle.read(2048)
+    paragraphs = [p.strip() for p in head.split("\n\n")]
+    summary = next((p for p in paragraphs[1:] if p and not p.startswith(("#", "**"))), "")
+    return " ".join(summary.split())
+
+
+def rule_url(code: str, base: str | None = None) -> str | None:
+    """Where a rule's page is: the page shipped with the package (a file URI), or under the
+    ``rule-url`` base the user configured (``{code}``, ``{name}`` and ``{file}`` are filled in;
+    a base without them gets the page's file name appended).  None for an unknown code."""
+    meta = rule_index().get(code.upper())
+    if meta is None:
+        return None
+    if not base:
+        return meta.path.as_uri()
+    if "{" in base:
+        return base.format(code=meta.code, name=meta.name, file=meta.path.name)
+    return f"{base.rstrip('/')}/{meta.path.name}"

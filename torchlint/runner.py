@@ -147,6 +147,7 @@ class _Outcome:
     findings: list[Finding]
     fixed: int = 0
     noqa_added: int = 0
+    fixed_codes: list[str] = dataclasses.field(default_factory=list)  # the rule of each applied fix
 
 
 def _run(job: _Job, program: str) -> _Outcome:
@@ -157,7 +158,8 @@ def _run(job: _Job, program: str) -> _Outcome:
     options = job.settings.rule_options
     if job.action is Action.FIX:
         fixed = engine.fix_source(program, job.rules, options, unsafe=job.unsafe)
-        return _Outcome(fixed.source, fixed.remaining, fixed=len(fixed.applied))
+        return _Outcome(fixed.source, fixed.remaining, fixed=len(fixed.applied),
+                        fixed_codes=[finding.code for finding in fixed.applied])
     result = engine.lint_source(program, job.rules, options, respect_noqa=job.respect_noqa)
     if job.action is Action.ADD_NOQA:
         return _with_noqa_comments(program, result.findings)
@@ -194,7 +196,7 @@ def _lint_python(job: _Job, source: SourceFile) -> Linted:
     except _analysis_errors() as error:
         report.error = _error_text(error)
         return Linted(report, source.text)
-    report.findings, report.fixed = outcome.findings, outcome.fixed
+    report.findings, report.fixed, report.fixed_codes = outcome.findings, outcome.fixed, outcome.fixed_codes
     if outcome.program != source.text:
         report.diff = "".join(difflib.unified_diff(
             source.text.splitlines(keepends=True), outcome.program.splitlines(keepends=True),
@@ -224,7 +226,7 @@ def _lint_notebook(job: _Job, source: SourceFile) -> Linted:
     if after.program != outcome.program:  # cannot happen unless masking is not idempotent: re-lint to be exact
         findings = _run(dataclasses.replace(job, action=Action.CHECK), after.program).findings
     report.findings = [after.to_cells(finding) for finding in findings]
-    report.fixed = outcome.fixed
+    report.fixed, report.fixed_codes = outcome.fixed, outcome.fixed_codes
     report.cells = after.cell_texts
     report.diff = cell_diffs(job.path, notebook, after)
     report.error = _cells_error(cell_errors)

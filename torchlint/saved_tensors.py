@@ -25,18 +25,29 @@ DIVISOR = "divisor"  # a / b: a iff b requires grad; b whenever either does
 OPERANDS = "operands"  # binary: both operands whenever either requires grad
 NOTHING = "nothing"
 SAVES = frozenset({OUTPUT, INPUT, BOTH, OTHER_OPERAND, DIVISOR, OPERANDS, NOTHING})
+# The [inplace] section: what an op's in-place form (``inplace=True``, ``F.NAME_``) does.
+OUT_OF_PLACE = "out-of-place"  # ``inplace=True`` is accepted and ignored
+INPLACE_EFFECTS = frozenset({OUTPUT, NOTHING, OUT_OF_PLACE})
+_ALLOWED = {"ops": SAVES, "modules": SAVES, "inplace": INPLACE_EFFECTS}
 
 
 @dataclass(frozen=True)
 class SavedTensorTable:
     ops: Mapping[str, str]  # torch.NAME / x.NAME / F.NAME, operators as add/mul/pow/...
     modules: Mapping[str, str]  # nn.NAME
+    # nn.NAME / F.NAME taking ``inplace=``: OUTPUT (overwrites its input, saves the result),
+    # NOTHING (overwrites its input, saves nothing of it) or OUT_OF_PLACE
+    inplace: Mapping[str, str]
 
     def op(self, name: str) -> str | None:
         return self.ops.get(name)
 
     def module(self, name: str) -> str | None:
         return self.modules.get(name)
+
+    def inplace_effect(self, name: str) -> str | None:
+        """What ``nn.NAME(inplace=True)`` / ``F.NAME(..., inplace=True)`` does; None if it takes no ``inplace``."""
+        return self.inplace.get(name)
 
 
 def _load_toml(data: bytes) -> dict:
@@ -52,10 +63,10 @@ def saved_tensor_table() -> SavedTensorTable:
     """The table, parsed once per process."""
     raw = _load_toml((rulebook_dir() / TABLE_FILE).read_bytes())
     sections = {}
-    for section in ("ops", "modules"):
+    for section, allowed in _ALLOWED.items():
         entries = raw.get(section, {})
-        unknown = {key: value for key, value in entries.items() if value not in SAVES}
+        unknown = {key: value for key, value in entries.items() if value not in allowed}
         if unknown:
             raise ValueError(f"{TABLE_FILE} [{section}]: unknown values {unknown}")
         sections[section] = dict(entries)
-    return SavedTensorTable(sections["ops"], sections["modules"])
+    return SavedTensorTable(sections["ops"], sections["modules"], sections["inplace"])

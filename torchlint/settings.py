@@ -39,6 +39,8 @@ class Settings:
     project_root: str | None = None
     # Compute each finding's fix as text edits (for the json and full output formats, and editors).
     fix_edits: bool = False
+    # Where rule links point (``rule-url``): None for the pages shipped with the package.
+    rule_url: str | None = field(default=None, compare=False, repr=False)
 
     @property
     def rule_options(self) -> RuleOptions:
@@ -57,25 +59,25 @@ def validate_selectors(selectors: Iterable[str]) -> None:
     codes = rule_codes()  # from the rule modules' names: the rules themselves are not imported
     for selector in selectors:
         if selector != "ALL" and not any(code.startswith(selector) for code in codes):
-            raise SettingsError(f"unknown rule selector {selector!r} (see `torchlint --list-rules`)")
+            from torchlint.suggest import closest
+
+            match = closest(selector, codes)
+            hint = f"did you mean {match!r}? " if match else ""
+            raise SettingsError(f"unknown rule selector {selector!r} ({hint}see `torchlint --list-rules`)")
 
 
 def resolve_rules(settings: Settings, ignore_extra: Sequence[str] = ()) -> list[type[Rule]]:
     """Enabled rules: like ruff, ``select`` replaces the default set and ``extend-select`` adds to it.
 
-    Opt-in rules (default off) are enabled by their exact code or ``ALL``; a
-    prefix such as ``TL`` selects only the default-on rules it covers.  This imports the
-    rules (and libcst): call it only when files are to be analysed.
+    Without ``select`` the default-on rules run.  A selector enables every rule it
+    names, opt-in ones included, as in ruff: a code, a prefix (``TL``, ``TL0``) or
+    ``ALL``.  This imports the rules (and libcst): call it only when files are to be
+    analysed.
     """
     rules = all_rules()
 
     def selected(rule: type[Rule], selectors: Iterable[str]) -> bool:
-        for selector in selectors:
-            if selector == rule.code or selector == "ALL":
-                return True
-            if rule.default and _matches(rule.code, selector):
-                return True
-        return False
+        return any(_matches(rule.code, selector) for selector in selectors)
 
     if settings.select is None:
         enabled = [rule for rule in rules if rule.default]

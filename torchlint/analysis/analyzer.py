@@ -24,6 +24,8 @@ import libcst as cst
 from torchlint.analysis import events, summaries
 from torchlint.analysis import torch_api as api
 from torchlint.analysis.events import AutogradEvent
+from torchlint.analysis.uses import ValueFlow
+from torchlint.analysis.flow import Flow
 from torchlint.analysis.facts import ValueFacts
 from torchlint.analysis.names import ImportTable, dotted_name, through_grad
 from torchlint.analysis.walk import NodeHooks, Walker, callback_methods, node_types_named, scan
@@ -99,6 +101,9 @@ class _CallCounter(cst.CSTVisitor):
             self.counts[name] = self.counts.get(name, 0) + 1  # type: ignore[arg-type]
 
 
+# Tags of a gradient (``p.grad``) and of a value computed from one (``lr * p.grad``).
+GRADIENT_TAGS = frozenset({"grad", "from-grad"})
+
 # What a parameter may be bound to from its call sites: facts a rule can act on.
 _CALL_SITE_KINDS = frozenset({Kind.LEAF, Kind.NONLEAF, Kind.PLAIN, Kind.MODULE, Kind.OPTIMIZER})
 
@@ -154,6 +159,8 @@ class Analyzer(ValueFacts, cst.CSTVisitor):
         self.summary_depth = 0
         self._summarising: FunctionInfo | None = None
         self._returns: list[Value] = []
+        self._value_flows: dict[int, ValueFlow] = {}  # escape analysis per region, see ``value_flow``
+        self._flows: dict[int, tuple[cst.CSTNode, Flow]] = {}
         self._init_facts()
 
     # ------------------------------------------------------------------ rules
@@ -247,7 +254,7 @@ class Analyzer(ValueFacts, cst.CSTVisitor):
 
     def _is_gradient_value(self, node: cst.BaseExpression) -> bool:
         value = self.value_of(node)
-        if "grad" in value.tags:
+        if GRADIENT_TAGS & value.tags:
             return True
         origin = value.origin
         return isinstance(origin, cst.Attribute) and origin is not node and through_grad(origin)
@@ -274,6 +281,29 @@ class Analyzer(ValueFacts, cst.CSTVisitor):
             if node is loop:
                 return all(type(inner) is cst.With for inner in self.compound[index + 1 :])
         return False
+    def value_flow(self, region: cst.CSTNode) -> ValueFlow:
+        """Escape analysis over ``region`` (a function or the module): where a name's value goes
+        (``torchlint.analysis.uses``).  Built once per region and file."""
+        flow = self._value_flows.get(id(region))
+        if flow is None or flow.region is not region:
+            flow = self._value_flows[id(region)] = ValueFlow(self, region)
+        return flow
+    def flow(self, root: cst.CSTNode) -> Flow:
+        """Order, dominance and exits inside ``root`` (a loop: one iteration; a function: one
+        call; the module), built once per root on first use (see ``analysis/flow.py``)."""
+        known = self._flows.get(id(root))
+        if known is None or known[0] is not root:
+            known = self._flows[id(root)] = (root, Flow(root))
+        return known[1]
+
+    def repeated_body(self) -> cst.For | cst.While | cst.FunctionDef | None:
+        """The innermost body around the current point that runs again and again: the
+        enclosing loop of this function, else the function itself; None at module level
+        outside loops."""
+        if self.loops:
+            return self.loops[-1]
+        function = self.function
+        return function.node if function is not None else None
 
     def is_grad_mode_context(self, node: cst.BaseExpression) -> bool:
         return self._mode_of_context(node) is not None
@@ -500,6 +530,14 @@ class Analyzer(ValueFacts, cst.CSTVisitor):
 
     def _derived(self, inputs: Sequence[Value], node: cst.CSTNode) -> Value:
         """Result of a differentiable op on ``inputs``."""
+        result = self._derived_kind(inputs, node)
+        if result.kind is not Kind.NONLEAF and any(GRADIENT_TAGS & value.tags for value in inputs):
+            # `lr * w.grad`: a step computed from a gradient (what a manual update applies).
+            return Value(result.kind if result.kind is not Kind.UNKNOWN else Kind.PLAIN, node,
+                         tags=result.tags | {"from-grad"})
+        return result
+
+    def _derived_kind(self, inputs: Sequence[Value], node: cst.CSTNode) -> Value:
         if any(value.requires_grad for value in inputs):
             if self.grad_mode.statically_disabled:
                 return Value(Kind.PLAIN, node, tags=frozenset({"detached"}))

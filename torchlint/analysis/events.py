@@ -31,6 +31,8 @@ from torchlint.analysis.values import TENSOR_KINDS, Kind
 
 if TYPE_CHECKING:
     from torchlint.analysis.analyzer import Analyzer
+    from torchlint.analysis.flow import Flow
+    from torchlint.analysis.scopes import FunctionInfo
 
 
 class EventKind(enum.Enum):
@@ -47,15 +49,17 @@ class AutogradEvent:
     # BACKWARD/GRAD: the loss; STEP: the optimizer; ZERO_GRAD: what owns the gradients
     # (``opt``, ``model``, ``p``), or None when it cannot be told (``torch._foreach_zero_``).
     subject: cst.BaseExpression | None
-    # BACKWARD/GRAD: the literal value of ``retain_graph`` (None: not given or not a literal).
+    # BACKWARD/GRAD: whether the graph is kept, as literally spelled: ``retain_graph``, else
+    # ``create_graph`` (torch's default for retain_graph); None: neither given as a literal.
     retain_graph: bool | None = None
     # BACKWARD/GRAD: the literal value of ``create_graph`` (it keeps the graph too).
     create_graph: bool | None = None
 
     @property
     def keeps_graph(self) -> bool:
-        """``retain_graph=True`` or ``create_graph=True``: the saved tensors stay alive."""
-        return bool(self.retain_graph or self.create_graph)
+        """The saved tensors stay alive (``retain_graph=True``, or ``create_graph=True``
+        without ``retain_graph=False``)."""
+        return bool(self.retain_graph)
 
 
 _OPTIMIZER_NAME = re.compile(r"^(opt[a-z]?\d*|optim\w*|optimi[sz]er\w*)$")
@@ -106,8 +110,17 @@ def _literal_bool_arg(call: cst.Call, keyword: str) -> bool | None:
     return None
 
 
+def _retains_graph(call: cst.Call) -> bool | None:
+    """``retain_graph=`` when given; otherwise torch keeps the graph iff ``create_graph=True``."""
+    for arg in call.args:
+        if arg.keyword is not None and arg.keyword.value == "retain_graph":
+            return _literal_bool_arg(call, "retain_graph")
+    return _literal_bool_arg(call, "create_graph")
+
+
 def _graph_flags(call: cst.Call) -> tuple[bool | None, bool | None]:
-    return _literal_bool_arg(call, "retain_graph"), _literal_bool_arg(call, "create_graph")
+    """(retain_graph as torch resolves it, create_graph), as literally spelled."""
+    return _retains_graph(call), _literal_bool_arg(call, "create_graph")
 
 
 def _first_positional(call: cst.Call) -> cst.BaseExpression | None:
@@ -218,3 +231,125 @@ def _grad_owner(expr: cst.BaseExpression) -> cst.BaseExpression | None:
             return expr.value  # type: ignore[attr-defined]
         expr = expr.value  # type: ignore[attr-defined]
     return None
+
+
+def may_hide_autograd(ctx: Analyzer, call: cst.Call) -> bool:
+    """Whether ``call`` (not itself an event) may run code that backpropagates, steps or
+    resets gradients out of sight: a function whose body is not in this file, or a method of
+    a class of this file.  Not: torch and the other grad-free modules, grad-free builtins,
+    a module's forward, methods of tensors, numbers, collections and optimizers, built-in
+    module methods (``model.train()``), and the grad-free methods (``append``, ``item`` ...).
+    A plain function of this file is the caller's to look into (``ctx.resolve_function``)."""
+    func = call.func
+    qualified = ctx.qualify(func)
+    if qualified is not None:
+        return qualified.split(".")[0] not in api.GRAD_FREE_MODULES
+    if type(func) is cst.Name:
+        if func.value in api.GRAD_FREE_BUILTINS:
+            return False
+        callee = ctx.value_of(func)
+        return not (callee.kind in TENSOR_KINDS or callee.kind in (Kind.MODULE, Kind.NUMBER))
+    if type(func) is cst.Attribute:
+        name = func.attr.value
+        receiver = ctx.value_of(func.value)
+        if receiver.kind in TENSOR_KINDS or receiver.kind in (Kind.NUMBER, Kind.COLLECTION, Kind.OPTIMIZER):
+            return False
+        if receiver.kind is Kind.MODULE and (
+            receiver.cls is None or (name in api.MODULE_SELF_METHODS and receiver.cls.method(name) is None)
+        ):
+            return False  # built-in module methods (``model.to(device)`` on a module class of this file too)
+        if name in api.GRAD_FREE_METHODS or (receiver.kind is Kind.UNKNOWN and name in api.TENSOR_LIKE_METHODS):
+            return False
+        stored = receiver.cls.attr(name) if receiver.cls is not None else None
+        if stored is not None:  # `self.model(x)`: an object kept on the instance, not a method
+            return not (stored.kind in TENSOR_KINDS or (stored.kind is Kind.MODULE and stored.cls is None))
+        return True
+    return ctx.value_of(func).kind is not Kind.MODULE
+
+
+class EventLog:
+    """The autograd events of a file and the calls that may hide one, recorded as a rule visits
+    them (``record``), for rules that judge order once the file is analysed (``finish``):
+    which backward calls — seen, or hidden in a helper or in code not in this file — run
+    inside a body (see ``analysis/flow.py``)."""
+
+    def __init__(self, ctx: Analyzer) -> None:
+        self._ctx = ctx
+        self.backwards: list[cst.Call] = []
+        # Gradients written other than by backward: ``p.grad = g``, ``p.grad.copy_(g)``.
+        self.writes: list[cst.CSTNode] = []
+        # Calls that are not events but may run one: (call, the helper of this file it runs, if any).
+        self._hidden: list[tuple[cst.Call, FunctionInfo | None]] = []
+
+    def record(self, call: cst.Call) -> AutogradEvent | None:
+        """The event ``call`` is (at the current point), noting backward calls and hidden ones."""
+        ctx = self._ctx
+        event = ctx.autograd_event(call)
+        if event is None:
+            helper = ctx.resolve_function(call.func)
+            if helper is not None or may_hide_autograd(ctx, call):
+                self._hidden.append((call, helper))
+        elif event.kind is EventKind.BACKWARD:
+            self.backwards.append(call)
+        func = call.func
+        if (
+            event is None
+            and type(func) is cst.Attribute
+            and func.attr.value.endswith("_")
+            and func.attr.value not in api.NON_MUTATING_UNDERSCORE
+            and through_grad(func.value)
+        ):
+            self.writes.append(call)  # p.grad.copy_(g), p.grad.add_(g)
+        return event
+
+    def record_assignment(self, target: cst.BaseExpression, value: cst.BaseExpression) -> None:
+        """``p.grad = <a tensor>`` writes a gradient (``= None`` resets it: not a write)."""
+        if type(target) is cst.Attribute and target.attr.value == "grad" and not (
+            type(value) is cst.Name and value.value == "None"
+        ):
+            self.writes.append(target)
+
+    def gradient_writes_in(self, flow: Flow) -> list[cst.CSTNode]:
+        """Gradient writes other than backward in ``flow``'s body."""
+        return [node for node in self.writes if flow.contains(node)]
+
+    def backward_calls_in(self, flow: Flow) -> list[cst.Call]:
+        """Calls in ``flow``'s body that are, or may run, a ``backward()`` (after the file is analysed)."""
+        found = [call for call in self.backwards if flow.contains(call)]
+        found += [call for call, helper in self._hidden if flow.contains(call) and self._may_backward(helper, set())]
+        return found
+
+    def _may_backward(self, helper: FunctionInfo | None, seen: set[int]) -> bool:
+        """A call of ``helper`` (None: code not in this file) may run ``backward()``."""
+        if helper is None:
+            return True
+        if id(helper) in seen:
+            return False  # recursion: the other path decides
+        seen.add(id(helper))
+        flow = self._ctx.flow(helper.node)
+        if any(flow.contains(call) for call in self.backwards):
+            return True
+        return any(flow.contains(call) and self._may_backward(inner, seen) for call, inner in self._hidden)
+
+
+def frees_graph(event: AutogradEvent) -> bool:
+    """A backward (or ``autograd.grad``) that certainly frees the saved tensors of the graph it
+    goes through: ``retain_graph`` and ``create_graph`` absent or literally False/None, no
+    ``inputs=``, and at most one positional argument besides the loss (its gradient: a second
+    one could be ``retain_graph``)."""
+    call = event.node
+    if type(call) is not cst.Call:
+        return False
+    positional = 0
+    for arg in call.args:
+        if arg.star:
+            return False
+        if arg.keyword is None:
+            positional += arg.value is not event.subject
+        elif arg.keyword.value in ("retain_graph", "create_graph"):
+            value = arg.value
+            if not (type(value) is cst.Name and value.value in ("False", "None")):
+                return False
+        elif arg.keyword.value == "inputs":
+            return False
+    return positional <= 1

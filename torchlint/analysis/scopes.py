@@ -88,6 +88,16 @@ class FunctionInfo:
         )
 
     @property
+    def is_property(self) -> bool:
+        """Decorated ``@property`` / ``@cached_property`` / ``@<name>.setter``: read as an attribute."""
+        for decorator in self.node.decorators:
+            expr = decorator.decorator
+            name = expr.attr.value if isinstance(expr, cst.Attribute) else expr.value if isinstance(expr, cst.Name) else ""
+            if name in ("property", "cached_property", "setter", "getter"):
+                return True
+        return False
+
+    @property
     def entry_mode(self) -> GradMode:
         return self.decorator_mode or GradMode(inherited_from=self)
 

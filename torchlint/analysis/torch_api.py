@@ -72,6 +72,7 @@ MODULE_SELF_METHODS = frozenset(
 # Methods whose result iterates over parameters (leaves that require grad).
 PARAMETER_ITERATORS = frozenset({"parameters"})
 NAMED_PARAMETER_ITERATORS = frozenset({"named_parameters"})
+PARAMETER_SOURCES = PARAMETER_ITERATORS | NAMED_PARAMETER_ITERATORS
 
 # Attribute names under which built-in nn modules keep their parameters.
 BUILTIN_PARAMETER_ATTRS = frozenset(
@@ -91,6 +92,8 @@ PARAMETERLESS_MODULES = frozenset(
         "PixelUnshuffle ZeroPad2d ConstantPad1d ConstantPad2d ReflectionPad2d ReplicationPad2d"
     ).split()
 )
+# Built-in containers: calling one runs its layers, which save their parameters for backward.
+CONTAINER_MODULES = frozenset({"torch.nn.Sequential", "torch.nn.ModuleList", "torch.nn.ModuleDict"})
 # torch.nn attributes that are not module classes.
 NN_NON_MODULES = frozenset(
     {"torch.nn.Parameter", "torch.nn.functional", "torch.nn.init", "torch.nn.utils", "torch.nn.Module",
@@ -139,6 +142,75 @@ ZERO_FACTORIES = frozenset({"torch.zeros_like", "torch.zeros"})
 # Methods a framework calls with grad disabled when nothing in the file calls them
 # (Lightning runs its evaluation hooks under no_grad / inference_mode).
 CALLED_WITHOUT_GRAD_BY_FRAMEWORK = frozenset({"validation_step", "test_step", "predict_step"})
+
+# ---------------------------------------------------------------- where values go (analysis.uses)
+# What a use does with a tensor, for the escape analysis of accumulators and histories.
+# Attribute reads and methods that cut the graph (the result is a tensor without history).
+DETACHING_ATTRIBUTES = frozenset({"data"})
+DETACHING_METHODS = frozenset({"detach"})
+# Methods converting to numpy: M6 on a tensor that requires grad.
+NUMPY_METHODS = frozenset({"numpy"})
+# List methods that only add to / clear the receiver, and list/dict methods that read it
+# (they work on a list of numbers as well as on a list of tensors).
+LIST_MUTATORS = frozenset({"append", "extend", "insert", "clear", "remove"})
+LIST_METHODS = frozenset({"copy", "index", "count", "sort", "reverse", "pop", "keys", "values", "items", "get"})
+# Libraries that convert their arguments with numpy (``np.asarray``): M6 on a tensor, or on a
+# list of tensors, that requires grad (measured: np.array, np.mean, np.asarray).
+NUMPY_LIKE_PREFIXES = ("numpy.", "matplotlib.", "pandas.", "seaborn.", "scipy.")
+# Modules whose functions turn their arguments into numbers or text.
+NUMBER_MODULE_PREFIXES = ("math.", "json.", "statistics.", "logging.")
+# Builtins that make a number or text of their argument, or pass (part of) it on.
+NUMBER_BUILTINS = frozenset("print float int len str repr round format bool isinstance type id hash".split())
+PASS_THROUGH_BUILTINS = frozenset("sum list tuple max min sorted reversed abs enumerate zip iter next".split())
+# Methods that format their arguments into text (logging, TensorBoard, tqdm): a tensor that
+# requires grad is converted without error (TensorBoard detaches it first).
+FORMATTING_METHODS = frozenset(
+    "info debug warning warn error critical exception add_scalar add_scalars set_postfix set_postfix_str "
+    "set_description write".split()
+)
+# torch functions whose result has no graph (``torch.tensor([l1, l2])`` copies the values).
+GRAPH_CUTTING_FACTORIES = frozenset({"torch.tensor", "torch.Tensor", "torch.FloatTensor"})
+# torch functions that store their argument somewhere else.
+STORING_FUNCTIONS = frozenset({"torch.save"})
+
+# ---------------------------------------------------------------- calls that never touch gradients
+# Builtins, modules and methods of unknown objects that neither run ``backward()`` nor reset or
+# fill a gradient: a call to one of them cannot hide an autograd event.
+GRAD_FREE_BUILTINS = frozenset(
+    "print len range enumerate zip float int str bool min max sum abs round isinstance issubclass list dict "
+    "tuple set frozenset sorted reversed any all iter next getattr hasattr repr format type divmod map filter "
+    "id hash open vars callable".split()
+)
+GRAD_FREE_MODULES = frozenset(
+    "torch numpy math time logging random os sys json itertools functools collections copy pickle re "
+    "warnings wandb tqdm datetime pathlib statistics".split()
+)
+# (GradScaler, logging, progress bars, lists ...)
+GRAD_FREE_METHODS = frozenset(
+    "unscale_ scale update item append extend format write info debug warning add_scalar add_scalars "
+    "set_postfix set_description log_dict clip_grad_norm_ clip_grad_value_ synchronize "
+    "parameters named_parameters state_dict load_state_dict".split()
+)
+# Called on an object torchlint knows nothing about, these are tensor (or array) methods.
+TENSOR_LIKE_METHODS = CONVERSION_METHODS | SCALAR_METHODS | frozenset(
+    "view reshape squeeze unsqueeze permute transpose flatten size dim numel sum mean max min argmax argmin "
+    "softmax log_softmax clone detach float long int bool eq ne gt lt ge le norm abs exp log pow sqrt t "
+    "expand expand_as repeat contiguous masked_fill chunk split".split()
+)
+
+# ---------------------------------------------------------------- named but not called (TL013)
+# Methods that only act when called: a bare ``obj.<name>`` statement does nothing.
+# name -> what is lost when the call is missing.
+ACTION_METHODS: dict[str, str] = {
+    "zero_grad": "the gradients are never reset, so they accumulate across steps",
+    "step": "the step never runs",
+    "backward": "no gradient is computed",
+    "eval": "the model stays in training mode: dropout stays on and batch norm keeps updating its statistics",
+    "train": "the model's mode does not change: after `eval()` it stays in eval mode",
+}
+# Grad-mode context managers: classes, so ``with torch.no_grad:`` (no instance) raises
+# ``TypeError: 'type' object does not support the context manager protocol``.
+GRAD_MODE_CLASSES = GRAD_DISABLING | GRAD_ENABLING
 
 # ---------------------------------------------------------------- outputs and conversions
 # (facts behind TL014/TL015/TL018/TL019: see ``torchlint.analysis.facts``)

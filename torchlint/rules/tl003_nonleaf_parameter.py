@@ -41,6 +41,7 @@ class NonleafParameter(Rule):
     # ---------------------------------------------------------- creation site
     def visit_Assign(self, node: cst.Assign) -> None:
         for target in node.targets:
+            self._forget_starting_value(target.target, node.value)
             self._check_creation(target.target, node.value)
             name = dotted_name(target.target) or ""
             if "param" in name.rsplit(".", 1)[-1].lower():
@@ -51,6 +52,18 @@ class NonleafParameter(Rule):
     def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
         if node.value is not None:
             self._check_creation(node.target, node.value)
+
+    def visit_AugAssign(self, node: cst.AugAssign) -> None:
+        self._forget_starting_value(node.target, node.value)
+
+    def _forget_starting_value(self, target: cst.BaseExpression, value: cst.BaseExpression) -> None:
+        """A creation later rebound or changed in place, other than by a gradient update, was
+        a starting value, not a trainable leaf: ``loss = torch.tensor(0.0, requires_grad=True)
+        .to(dev)`` then ``loss = loss + l`` (seen in real code: YOLOLogic,
+        RegionProposalGenerator).  ``w -= lr * w.grad`` uses it as a leaf."""
+        key = dotted_name(target)
+        if key is not None and not self.ctx.mentions_gradient(value):
+            self._unused_creations.pop(key, None)
 
     def _check_creation(self, target: cst.BaseExpression, value: cst.BaseExpression) -> None:
         if isinstance(value, cst.Tuple) and isinstance(target, cst.Tuple) and len(target.elements) == len(value.elements):
@@ -71,7 +84,8 @@ class NonleafParameter(Rule):
         else:
             # Reported once used as a leaf (`.grad` read, handed to an optimizer), else at the
             # end of the file -- unless it is differentiated with torch.autograd.grad, which
-            # accepts a non-leaf input (learn2learn's CAVIA context tensor).
+            # accepts a non-leaf input (learn2learn's CAVIA context tensor), or is a starting
+            # value later rebound (a loss sum).
             self._unused_creations[key] = finding
 
     def _report_creation(self, value: cst.BaseExpression, statement: cst.CSTNode | None, fix) -> None:

@@ -9,6 +9,13 @@ program order and forgotten at every ``backward()`` (unless it retains the graph
 A change is reported once a later ``backward()`` in the same function could
 reach it, or at once inside an ``nn.Module``'s ``forward`` (the framework runs
 backward after it).
+
+In-place modules and functionals (``nn.ReLU(inplace=True)``, ``F.relu_``) are in-place
+ops whose result *is* their input; what their in-place form saves is data too (the
+``[inplace]`` table).  An optimizer step changes the parameters of the models it was
+built from: model calls made before the step are pending changes that a later
+``backward()`` through them reports (the GAN mistake).  Backward and step events are
+the analysis's (``ctx.autograd_event``).
 """
 
 from __future__ import annotations
@@ -20,11 +27,18 @@ import libcst as cst
 from torchlint import fixes
 from torchlint.analysis import Kind, Value, dotted_name, keyword_arg, positional_args
 from torchlint.analysis.scopes import CALLED_WITH_GRAD_BY_FRAMEWORK
-from torchlint.analysis.torch_api import NON_MUTATING_UNDERSCORE
+from torchlint.analysis.torch_api import (
+    CONTAINER_MODULES,
+    NON_MUTATING_UNDERSCORE,
+    OPTIMIZER_PREFIX,
+    PARAMETER_SOURCES,
+    PARAMETERLESS_MODULE_SUFFIXES,
+    PARAMETERLESS_MODULES,
+)
 from torchlint.analysis.values import ASSUMED_TAGS
-from torchlint.analysis.walk import node_types_under
+from torchlint.analysis.walk import children, node_types_under
 from torchlint.rule import Fix, FixSafety, Rule
-from torchlint.rules._graph import backward_call
+from torchlint.analysis.events import EventKind
 from torchlint.saved_tensors import (
     BOTH,
     DIVISOR,
@@ -32,6 +46,7 @@ from torchlint.saved_tensors import (
     NOTHING,
     OPERANDS,
     OTHER_OPERAND,
+    OUT_OF_PLACE,
     OUTPUT,
     saved_tensor_table,
 )
@@ -127,6 +142,11 @@ class SavedTensorInplace(Rule):
         # Which saving ops a value was computed from: a backward() from it runs (and checks) them.
         self._deps: dict[Identity, frozenset[int]] = {}
         self._changes: dict[object, list[_Change]] = {}  # scope -> changes waiting for a backward()
+        # scope -> calls of a model (by its expression, ``D`` / ``self.netD``) whose graph still
+        # holds the model's parameters: an optimizer step over them changes them in place.
+        self._model_calls: dict[object, list[tuple[str, cst.Call]]] = {}
+        self._reported: set[int] = set()  # ids of nodes already reported
+        self._optimized: set[str] = set()  # models some torch.optim optimizer was built from
 
     # ------------------------------------------------------------ blocks
     def visit_Module(self, node: cst.Module) -> None:
@@ -176,6 +196,9 @@ class SavedTensorInplace(Rule):
                 continue
             break
         if type(expr) in _OP_RESULTS:
+            alias = self._aliases.get(id(expr))  # `F.relu(y, inplace=True)` is `y`
+            if alias is not None:
+                return alias[0], via_data or alias[1]
             return id(expr), via_data  # the tensor this op produces
         key = dotted_name(expr)
         if key is None:
@@ -392,20 +415,28 @@ class SavedTensorInplace(Rule):
     # ------------------------------------------------------------ calls
     def leave_Call(self, node: cst.Call) -> None:
         """Post-order: the operands' own ops and changes come first, as when Python evaluates them."""
-        backward = backward_call(node, self.ctx)
-        if backward is not None:
-            self._backward(backward.roots, backward.retains_graph)
+        event = self.ctx.autograd_event(node)
+        if event is not None and event.kind in (EventKind.BACKWARD, EventKind.GRAD):
+            # torch.autograd.grad runs (and checks, and frees) the graph like backward()
+            if event.subject is not None:
+                self._backward((event.subject,), event.retain_graph is True)
+            return
+        if event is not None and event.kind is EventKind.STEP:
+            self._optimizer_step(node, event.subject)
             return
         func = node.func
         qualified = self.ctx.qualify(func)
         if qualified == "torch.nn.Sequential":
             self._check_sequential(node)
+        elif qualified is not None and qualified.startswith(OPTIMIZER_PREFIX):
+            self._optimized |= _models_of_optimizer(node)
         args = positional_args(node)
         module = self._module_of_call(node)  # (both checks below need it; asking is free of effects)
         if self._check_inplace_call(node, qualified, args, module):
             return
         if type(func) is cst.Attribute and func.attr.value in _STORING_METHODS:
             self._add_deps(self._holder(func.value), self._deps_of(node))  # `losses.append(loss)`
+        self._note_module_call(node, args)
         module_name, _ = module
         if module_name is not None:
             saves = self._table.module(module_name)
@@ -442,23 +473,38 @@ class SavedTensorInplace(Rule):
             if name.endswith("_") and not name.startswith("__") and args:
                 self._changed(args[0], node, f"`{name}()`", self._torch_function_fix(node, namespace, name))
                 if namespace in _OP_NAMESPACES:
-                    self._record_inplace_output(node, args[0], name[:-1])
+                    effect = self._table.inplace_effect(name[:-1])
+                    saves_output = effect == OUTPUT or (effect is None and self._table.op(name[:-1]) == OUTPUT)
+                    self._inplace_result(node, args[0], saves_output)
                 return True
             inplace = keyword_arg(node, "inplace")
             if namespace == "torch.nn.functional" and inplace is not None and _is_true(inplace.value) and args:
+                effect = self._table.inplace_effect(name)
+                if effect == OUT_OF_PLACE:
+                    return False
                 self._changed(args[0], node, f"`{name}(..., inplace=True)`", self._functional_fix(node, inplace))
-                self._record_inplace_output(node, args[0], name)
+                self._inplace_result(node, args[0], effect == OUTPUT)
                 return True
             return False
         module_name, constructor = module
         if constructor is not None and args:
             inplace = keyword_arg(constructor, "inplace")
-            if inplace is not None and _is_true(inplace.value):
+            effect = self._table.inplace_effect(module_name or "")
+            if inplace is not None and _is_true(inplace.value) and effect != OUT_OF_PLACE:
                 self._changed(args[0], node, f"in-place `nn.{module_name}`", None)
-                if self._table.module(module_name) == OUTPUT:
-                    self._record_inplace_output(node, args[0], None)
+                self._inplace_result(node, args[0], effect == OUTPUT)
                 return True
         return False
+
+    def _inplace_result(self, node: cst.Call, target: cst.BaseExpression, saves_output: bool) -> None:
+        """The result of an in-place call is ``target`` itself; when the op saves its output
+        (``F.relu(y, inplace=True)``, ``nn.ELU(inplace=True)``), changing it again raises M4."""
+        base, via_data = self._resolve(target)
+        if base is not None:
+            self._aliases[id(node)] = (base, via_data)
+        self._add_deps(self._holder(target), self._deps_of(node))
+        if saves_output:
+            self._record_inplace_output(node, target, None)
 
     def _record_inplace_output(self, node: cst.Call, target: cst.BaseExpression, op_name: str | None) -> None:
         """``y.relu_()`` saves ``y`` (its output) like ``relu`` does (measured for every output-saving op)."""
@@ -518,6 +564,9 @@ class SavedTensorInplace(Rule):
             saved = self._saved.get(self._scope, {})
             for identity in [i for i, record in saved.items() if id(record.op) in reached]:
                 del saved[identity]
+            calls = self._model_calls.get(self._scope)
+            if calls:
+                calls[:] = [(key, call) for key, call in calls if id(call) not in reached]
 
     def leave_Return(self, node: cst.Return) -> None:
         """In ``forward()`` the framework runs backward from what it returns."""
@@ -531,31 +580,98 @@ class SavedTensorInplace(Rule):
             if id(change.op) not in reached or (same_block and not _nested_or_same(change.blocks, here)):
                 continue
             waiting.remove(change)
+            if id(change.node) in self._reported:
+                continue  # one optimizer step, several model calls it invalidated
+            self._reported.add(id(change.node))
             self.report(change.node, change.message, change.fix, statement=change.statement)
+
+    # ------------------------------------------------------------ optimizer steps
+    def _note_module_call(self, node: cst.Call, args: list[cst.BaseExpression]) -> None:
+        """``D(x)``: the graph it builds saves D's parameters (for the gradient of its input), unless
+        it is a single built-in layer whose input needs no gradient, or has no parameters."""
+        key = dotted_name(node.func)
+        if key not in self._optimized or self.ctx.grad_mode.statically_disabled:
+            return
+        value = self.ctx.value_of(node.func)
+        if value.kind not in (Kind.MODULE, Kind.UNKNOWN):
+            return
+        origin = value.origin
+        if value.kind is Kind.MODULE and value.cls is None and isinstance(origin, cst.Call):
+            layer = self.ctx.qualify(origin.func) or ""
+            if layer in PARAMETERLESS_MODULES or layer.endswith(PARAMETERLESS_MODULE_SUFFIXES):
+                return
+            if layer not in CONTAINER_MODULES and not any(
+                _certainly_requires_grad(self.ctx.value_of(arg)) for arg in args
+            ):
+                return  # nn.Linear(x) on data saves x, not its weight
+        self._model_calls.setdefault(self._scope, []).append((key, node))
+        self._saving_ops.add(id(node))
+
+    def _optimizer_step(self, node: cst.Call, optimizer: cst.BaseExpression | None) -> None:
+        """``opt.step()`` changes the parameters of the models it was built from in place: a later
+        backward() through a graph built before the step raises M4 (the GAN mistake)."""
+        if optimizer is None:
+            return
+        models = self._optimized_models(optimizer)
+        calls = [call for key, call in self._model_calls.get(self._scope, []) if key in models]
+        if not calls:
+            return
+        step = _short(fixes.source_of(node))
+        for call in calls:
+            model = _short(fixes.source_of(call))
+            message = (
+                f"`{step}` changes the parameters of `{fixes.source_of(call.func)}` in place, but `{model}` saved them "
+                f"for a backward() that runs after the step: backward() raises '{M4}'; call step() after every "
+                "backward() through the graph, or compute the loss again after the step"
+            )
+            change = _Change(call, node, message, None, self.ctx.statement, tuple(self._blocks))
+            self._changes.setdefault(self._scope, []).append(change)
+
+    def _optimized_models(self, optimizer: cst.BaseExpression) -> set[str]:
+        origin = self.ctx.value_of(optimizer).origin
+        return _models_of_optimizer(origin) if isinstance(origin, cst.Call) else set()
 
     # ------------------------------------------------------------ nn.Sequential
     def _check_sequential(self, node: cst.Call) -> None:
         layers = [arg.value for arg in node.args if arg.keyword is None and not arg.star]
         for previous, layer in zip(layers, layers[1:]):
-            if not isinstance(layer, cst.Call):
+            layer_call = self._layer_constructor(layer)
+            if layer_call is None:
                 continue
-            qualified = self.ctx.qualify(layer.func) or ""
-            inplace = keyword_arg(layer, "inplace")
+            qualified = self.ctx.qualify(layer_call.func) or ""
+            inplace = keyword_arg(layer_call, "inplace")
             if not qualified.startswith("torch.nn.") or inplace is None or not _is_true(inplace.value):
                 continue
-            previous_call = previous if isinstance(previous, cst.Call) else self.ctx.value_of(previous).origin
-            if not isinstance(previous_call, cst.Call):
+            if self._table.inplace_effect(qualified[9:]) == OUT_OF_PLACE:
                 continue
-            previous_name = self.ctx.qualify(previous_call.func) or ""
-            if not previous_name.startswith("torch.nn.") or self._table.module(previous_name[9:]) not in (OUTPUT, BOTH):
+            previous_call = self._layer_constructor(previous)
+            if previous_call is None or not self._layer_saves_output(previous_call):
                 continue
             name, before = qualified[9:], _short(fixes.source_of(previous))
+            fix = fixes.replace("drop `inplace=True`", layer, _without_keyword(layer, inplace)) if layer is layer_call else None
             self.report(
                 layer,
                 f"`nn.{name}(inplace=True)` right after `{before}` overwrites that layer's output, which autograd "
                 f"saved for backward: backward() raises '{M4}'; drop `inplace=True`",
-                fixes.replace("drop `inplace=True`", layer, _without_keyword(layer, inplace)),
+                fix,
             )
+
+    def _layer_constructor(self, layer: cst.BaseExpression) -> cst.Call | None:
+        """The ``nn.X(...)`` call a layer of an ``nn.Sequential`` was built by (written there, or bound to a name)."""
+        if isinstance(layer, cst.Call):
+            return layer
+        origin = self.ctx.value_of(layer).origin
+        return origin if isinstance(origin, cst.Call) else None
+
+    def _layer_saves_output(self, constructor: cst.Call) -> bool:
+        name = self.ctx.qualify(constructor.func) or ""
+        if not name.startswith("torch.nn."):
+            return False
+        inplace = keyword_arg(constructor, "inplace")
+        effect = self._table.inplace_effect(name[9:])
+        if inplace is not None and _is_true(inplace.value) and effect != OUT_OF_PLACE:
+            return effect == OUTPUT
+        return self._table.module(name[9:]) in (OUTPUT, BOTH)
 
     # ------------------------------------------------------------ fixes
     def _rebind(self, small: cst.Expr, target: cst.BaseExpression, value: cst.BaseExpression, what: str) -> Fix:
@@ -637,6 +753,27 @@ def _value_children(expr: cst.CSTNode) -> list[cst.CSTNode]:
     if isinstance(expr, (cst.StarredElement, cst.Await)):
         return [expr.value if isinstance(expr, cst.StarredElement) else expr.expression]
     return []
+
+
+def _models_of_optimizer(constructor: cst.Call) -> set[str]:
+    """``{"D"}`` for ``torch.optim.Adam(D.parameters(), ...)`` (also in lists, ``chain``, param groups)."""
+    return {
+        key
+        for call in calls_under(constructor)
+        if type(call.func) is cst.Attribute and call.func.attr.value in PARAMETER_SOURCES
+        and (key := dotted_name(call.func.value)) is not None
+    }
+
+
+def calls_under(node: cst.CSTNode) -> list[cst.Call]:
+    """Every call in ``node``'s subtree (``node`` included)."""
+    found, todo = [], [node]
+    while todo:
+        current = todo.pop()
+        if type(current) is cst.Call:
+            found.append(current)
+        todo.extend(children(current))
+    return found
 
 
 def _certainly_requires_grad(value: Value) -> bool:

@@ -17,8 +17,8 @@ import dataclasses
 import libcst as cst
 
 from torchlint import fixes
-from torchlint.analysis import FunctionInfo, Kind, TENSOR_KINDS, dotted_name, positional_args
-from torchlint.analysis.events import EventKind, last_name
+from torchlint.analysis import FunctionInfo, Kind, TENSOR_KINDS, Value, dotted_name, positional_args
+from torchlint.analysis.events import EventKind, is_optimizer, last_name, may_hide_autograd
 from torchlint.analysis.names import through_grad
 from torchlint.analysis.torch_api import NON_MUTATING_UNDERSCORE
 from torchlint.analysis.walk import scan
@@ -26,21 +26,21 @@ from torchlint.rule import Fix, FixSafety, Rule
 
 # Names a call to code we cannot see into may carry when it resets gradients.
 _ZEROING_WORDS = ("zero", "reset", "clear", "none")
-# Builtins and well-known calls that never touch gradients.
-_HARMLESS_BUILTINS = frozenset(
-    "print len range enumerate zip float int str bool min max sum abs round isinstance issubclass list dict "
-    "tuple set frozenset sorted reversed any all iter next getattr hasattr repr format type divmod map filter "
-    "id hash open vars callable".split()
-)
-_HARMLESS_MODULES = frozenset(
-    "torch numpy math time logging random os sys json itertools functools collections copy pickle re "
-    "warnings wandb tqdm datetime pathlib statistics".split()
-)
-# Methods of unknown objects that are known not to reset gradients (GradScaler, logging ...).
-_HARMLESS_METHODS = frozenset(
-    "unscale_ scale update item append extend format write info debug warning add_scalar add_scalars "
-    "set_postfix set_description log_dict clip_grad_norm_ clip_grad_value_ synchronize".split()
-)
+def _leaf_of(target: cst.BaseExpression) -> cst.BaseExpression:
+    """``w`` for ``w``, ``w.data``, ``w[0]``, ``w.data[:, 1]``."""
+    while isinstance(target, cst.Subscript):
+        target = target.value
+    if isinstance(target, cst.Attribute) and target.attr.value == "data":
+        target = target.value
+    return target
+
+
+def _outside_modules(value: Value) -> bool:
+    """A leaf made by the code itself (a factory, ``requires_grad_()``), not a parameter a module
+    or a caller holds: ``model.zero_grad()`` does not reset its gradient."""
+    return value.kind is Kind.LEAF and not value.tags & {"parameter", "param", "assumed-leaf", "from-call-sites"}
+
+
 def _root_name(expr: cst.BaseExpression) -> str | None:
     """``self`` for ``self.opt``, ``opts`` for ``opts[i]``; None for a call's result."""
     while True:
@@ -80,6 +80,8 @@ class _Update:
     with_closure: bool = False  # opt.step(closure): the closure must zero, not the loop
     # ids of the enclosing loops on whose every iteration the update runs (no `if` between).
     every_iteration_of: frozenset[int] = frozenset()
+    # Gradient owners that are no module's parameters (an input image made a leaf).
+    outside_modules: tuple[str, ...] = ()
 
 
 @dataclass
@@ -103,6 +105,7 @@ class _Facts:
     updates: list[_Update] = field(default_factory=list)
     zeroes: bool = False  # every gradient is reset (zero_grad(), or what is reset is unknown)
     zeroed: set[str] = field(default_factory=set)  # tensors whose own gradient is reset (`w.grad = None`)
+    zeroes_modules: bool = False  # `model.zero_grad()`: module parameters only, not other leaves
     helpers: list[FunctionInfo] = field(default_factory=list)
     opaque: list[_OpaqueCall] = field(default_factory=list)
     # Keys bound by assignment in the body, and names bound by loops nested in it.
@@ -188,8 +191,12 @@ class GradNotZeroed(Rule):
     def _record_zeroing(self, owner: cst.BaseExpression | None = None) -> None:
         """A gradient reset: of one tensor's (``w.grad = None``), or of all (``opt.zero_grad()``)."""
         key = dotted_name(owner) if owner is not None and self.ctx.value_of(owner).is_tensor else None
+        module = owner is not None and key is None and not is_optimizer(self.ctx, owner) and (
+            self.ctx.value_of(owner).kind in (Kind.MODULE, Kind.UNKNOWN))
         for facts in self._enclosing():
-            if key is None:
+            if module:
+                facts.zeroes_modules = True
+            elif key is None:
                 facts.zeroes = True
             else:
                 facts.zeroed.add(key)
@@ -257,7 +264,11 @@ class GradNotZeroed(Rule):
         line = self.ctx.statement
         owners = tuple(_grad_owners(line)) if line is not None else ()
         key = dotted_name(target)
-        self._record_update(_Update(None, key, _root_name(target), line, owners))
+        leaf = dotted_name(_leaf_of(target))
+        if not owners and leaf is not None:
+            owners = (leaf,)  # `x += step` with `step = lr * x.grad` computed before: its own gradient
+        outside = tuple(o for o in owners if _outside_modules(self.ctx.value_of_key(o)))
+        self._record_update(_Update(None, key, _root_name(target), line, owners, outside_modules=outside))
 
     def visit_Assign(self, node: cst.Assign) -> None:
         for target in node.targets:
@@ -317,41 +328,17 @@ class GradNotZeroed(Rule):
 
     def _opaque(self, node: cst.Call) -> _OpaqueCall | None:
         """The call, if it runs code torchlint cannot see that might reach the gradients."""
-        func = node.func
-        qualified = self.ctx.qualify(func)
-        if qualified is not None:
-            if qualified.split(".")[0] in _HARMLESS_MODULES:
-                return None
-            return _OpaqueCall(last_name(func), self._arg_roots(node), self._holds_parameters(node))
-        if type(func) is cst.Name:
-            if func.value in _HARMLESS_BUILTINS:
-                return None
-            callee = self.ctx.value_of(func)
-            if callee.kind in TENSOR_KINDS or callee.kind in (Kind.MODULE, Kind.NUMBER):
-                return None  # a module's forward (an in-file one is resolved above)
-            return _OpaqueCall(func.value, self._arg_roots(node), self._holds_parameters(node))
-        roots = self._arg_roots(node)
-        name = ""
-        if type(func) is cst.Attribute:
-            name = func.attr.value
-            receiver = self.ctx.value_of(func.value)
-            if receiver.kind in TENSOR_KINDS or receiver.kind in (Kind.NUMBER, Kind.COLLECTION, Kind.OPTIMIZER):
-                return None
-            if receiver.kind is Kind.MODULE and receiver.cls is None:
-                return None  # built-in module methods (zero_grad is handled as zeroing)
-            if name in _HARMLESS_METHODS:
-                return None
-            stored = receiver.cls.attr(name) if receiver.cls is not None else None
-            if stored is not None:
-                # `self.model(x)`: an object kept on the instance, not a method; it gets only its arguments.
-                if stored.kind in TENSOR_KINDS or (stored.kind is Kind.MODULE and stored.cls is None):
-                    return None
-                return _OpaqueCall(name, roots, self._holds_parameters(node))
-            receiver_root = _root_name(func.value)
-            if receiver_root is not None:
-                roots = roots | {receiver_root}
-        elif self.ctx.value_of(func).kind is Kind.MODULE:
+        if not may_hide_autograd(self.ctx, node):
             return None
+        func = node.func
+        roots = self._arg_roots(node)
+        if type(func) is cst.Attribute:
+            receiver = self.ctx.value_of(func.value)
+            receiver_root = _root_name(func.value)
+            stored = receiver.cls.attr(func.attr.value) if receiver.cls is not None else None
+            if stored is None and receiver_root is not None:
+                roots = roots | {receiver_root}  # (an object kept on the instance gets only its arguments)
+        name = last_name(func) if self.ctx.qualify(func) is not None or type(func) in (cst.Name, cst.Attribute) else ""
         return _OpaqueCall(name, roots, self._holds_parameters(node))
 
     def _arg_roots(self, node: cst.Call) -> frozenset[str]:
@@ -391,6 +378,7 @@ class GradNotZeroed(Rule):
         facts = loop.facts
         backward, updates, zeroes = facts.backward, list(self._own_updates(loop)), facts.zeroes
         zeroed = set(facts.zeroed)
+        zeroes_modules = facts.zeroes_modules
         opaque = list(facts.opaque)
         for helper in self._helpers_of(facts):
             summary = self._functions.get(id(helper))
@@ -400,9 +388,12 @@ class GradNotZeroed(Rule):
             updates.extend(summary.updates_outside_loops)
             zeroes = zeroes or summary.zeroes
             zeroed |= summary.zeroed
+            zeroes_modules = zeroes_modules or summary.zeroes_modules
             opaque.extend(summary.opaque)
         if not backward or not updates or zeroes:
             return False
+        if zeroes_modules and not any(o not in zeroed for u in updates for o in u.outside_modules):
+            return False  # `model.zero_grad()` resets every updated parameter (as far as can be told)
         if zeroed and not self._unreset_owners(updates, zeroed):
             return False  # each manually updated tensor's gradient is reset (an optimizer's too, then)
         roots = {u.root for u in updates if u.root is not None}

@@ -4,9 +4,13 @@ keeps every iteration's autograd graph alive when ``loss`` carries one.
 ``loss`` carries a graph when the analysis says it is a non-leaf (built from
 something that requires grad, grad mode on), or when the same binding is
 backpropagated in the loop (``loss.backward()`` only works on a tensor with a graph).
-The accumulator must never reach a ``backward()``: every use of it in its scope is
-followed through arithmetic, ``torch.stack`` and plain assignments; a use that could
-lead anywhere else (returned, passed to a function, stored) keeps the rule silent.
+Where the accumulator goes is the analysis's escape analysis (``analysis.uses``): a
+history that reaches a ``backward()`` (a multi-part loss, stacked outputs) is not a
+finding.  One that escapes (returned, stored, passed to code not seen) is one when each
+loss was already backpropagated in the loop (the total cannot be backpropagated again,
+so it only keeps the graphs alive), or when it is handed to numpy or a plotting library
+(M6); otherwise the caller may still backpropagate it.  The fix (``.item()`` or
+``.detach()``) is chosen so that every later use still works.
 """
 
 from __future__ import annotations
@@ -17,20 +21,14 @@ from dataclasses import dataclass, field
 import libcst as cst
 
 from torchlint import fixes
+from torchlint.analysis.events import EventKind
 from torchlint.analysis.names import names_in
 from torchlint.analysis import Kind, dotted_name, keyword_arg, positional_args
 from torchlint.analysis.torch_api import LEAF_SOURCE_TOKENS
-from torchlint.analysis.walk import children, scan
+from torchlint.analysis.uses import Sink, Use, container_key, declares_global
+from torchlint.analysis.walk import scan
 from torchlint.rule import Fix, FixSafety, Rule
 
-# Uses of the accumulator that end its life as a tensor.
-_TERMINAL_METHODS = frozenset({"item", "tolist", "numpy", "detach", "__float__", "__int__"})
-_TERMINAL_BUILTINS = frozenset("print float int len str repr round format bool isinstance type id".split())
-_TERMINAL_MODULES = ("numpy.", "math.")
-# Calls whose result is built from the argument (may still carry its graph).
-_PASS_THROUGH_BUILTINS = frozenset({"sum", "list", "tuple", "max", "min", "sorted", "reversed", "abs"})
-# List methods that only add to / clear the accumulator.
-_MUTATORS = frozenset({"append", "extend", "insert", "clear", "remove"})
 # Full reductions: a tensor method called with no arguments returns a scalar.
 _REDUCTIONS = frozenset({"mean", "sum", "norm", "std", "var", "prod", "amax", "amin", "logsumexp"})
 _FUNCTIONAL_LOSSES = frozenset(
@@ -38,9 +36,7 @@ _FUNCTIONAL_LOSSES = frozenset(
     "smooth_l1_loss huber_loss poisson_nll_loss gaussian_nll_loss hinge_embedding_loss margin_ranking_loss "
     "soft_margin_loss multilabel_soft_margin_loss cosine_embedding_loss triplet_margin_loss".split()
 )
-_MAX_FOLLOWED = 20
-
-BACKPROP, OK, ESCAPE = "backprop", "ok", "escape"
+M6 = "Can't call numpy() on Tensor that requires grad"
 
 
 @dataclass
@@ -77,7 +73,6 @@ class LossHistoryAccumulation(Rule):
         super().__init__(*args, **kwargs)  # type: ignore[arg-type]
         self._loops: dict[int, _LoopState] = {}
         self._bindings: dict[tuple[int, str], int] = {}
-        self._parents: dict[int, dict[int, cst.CSTNode]] = {}
 
     # ------------------------------------------------------------ bindings
     def _binding(self, key: str) -> tuple[str, int]:
@@ -122,7 +117,7 @@ class LossHistoryAccumulation(Rule):
     def visit_AugAssign(self, node: cst.AugAssign) -> None:
         if not isinstance(node.operator, cst.AddAssign):
             return
-        accumulator = _accumulator_key(node.target)
+        accumulator = container_key(node.target)
         if accumulator is not None:
             self._candidate(node, accumulator, node.value)
 
@@ -142,19 +137,26 @@ class LossHistoryAccumulation(Rule):
             self._candidate(node, key, left)
 
     def visit_Call(self, node: cst.Call) -> None:
-        func = node.func
-        if not isinstance(func, cst.Attribute) or not self.ctx.loops:
+        if not self.ctx.loops:
             return
-        if func.attr.value == "backward":
-            self._note_backward(node, func)
-        elif func.attr.value == "append" and len(node.args) == 1 and node.args[0].keyword is None:
-            accumulator = _accumulator_key(func.value)
-            if accumulator is not None and not node.args[0].star:
+        event = self.ctx.autograd_event(node)
+        if event is not None:
+            if event.kind is EventKind.BACKWARD and event.subject is not None:
+                self._note_backward(node, event.subject)
+            return
+        func = node.func
+        if isinstance(func, cst.Attribute) and func.attr.value == "append" and len(node.args) == 1:
+            accumulator = container_key(func.value)
+            if accumulator is not None and node.args[0].keyword is None and not node.args[0].star:
                 self._candidate(node, accumulator, node.args[0].value)
 
-    def _note_backward(self, node: cst.Call, func: cst.Attribute) -> None:
-        names = _names_carried(func.value)
-        scalar = not positional_args(node) and keyword_arg(node, "gradient") is None
+    def _note_backward(self, node: cst.Call, loss: cst.BaseExpression) -> None:
+        names = _names_carried(loss)
+        if isinstance(node.func, cst.Attribute) and loss is node.func.value:  # loss.backward(gradient?)
+            scalar = not positional_args(node) and keyword_arg(node, "gradient") is None
+        else:  # accelerator.backward(loss), self.manual_backward(loss), torch.autograd.backward(loss)
+            scalar = len(positional_args(node)) <= 1 and keyword_arg(node, "gradient") is None \
+                and keyword_arg(node, "grad_tensors") is None
         for loop in self.ctx.loops:
             state = self._loops.get(id(loop))
             if state is None:
@@ -191,7 +193,7 @@ class LossHistoryAccumulation(Rule):
     def _region(self, accumulator: str) -> cst.CSTNode:
         """Where the accumulator can be used: its function, or the whole module."""
         function = self.ctx.function
-        if function is None or "." in accumulator or _declares_global(function.node, accumulator):
+        if function is None or "." in accumulator or declares_global(function.node, accumulator):
             return self.ctx.module
         return function.node
 
@@ -214,34 +216,45 @@ class LossHistoryAccumulation(Rule):
                 # backward() frees each step's saved activations and the reset bounds what
                 # is kept (gradient-accumulation logging, e.g. torchtune's recipes): no leak.
                 continue
-            if self._reaches_backward_or_escapes(candidate):
-                continue
+            uses = self.ctx.value_flow(candidate.region).follow(candidate.accumulator)
+            if uses is None:
+                continue  # spreads too far to follow
+            sinks = {use.sink for use in uses}
+            if Sink.BACKWARD in sinks:
+                continue  # a multi-part loss, or outputs stacked and backpropagated
+            if Sink.ESCAPES in sinks and not backed_by_backward and Sink.NUMPY not in sinks:
+                continue  # whoever receives it may still backpropagate it
             # `loss.backward()` without a gradient argument only works on a scalar
             named = isinstance(candidate.expr, (cst.Name, cst.Attribute))
             scalar = candidate.scalar or bool(named and candidate.evidence & state.scalar_backpropagated)
             when = None if backed_by_backward else candidate.when
-            self.report(candidate.node, self._message(candidate), self._fix(candidate, scalar), when=when,
-                        statement=candidate.statement)
+            self.report(candidate.node, self._message(candidate, sinks), self._fix(candidate, scalar, uses),
+                        when=when, statement=candidate.statement)
 
-    def _message(self, candidate: _Candidate) -> str:
+    def _message(self, candidate: _Candidate, sinks: set[Sink]) -> str:
         loss = fixes.source_of(candidate.expr)
-        if len(loss) > 40:
-            loss = "the loss"
-        else:
-            loss = f"`{loss}`"
+        loss = "the loss" if len(loss) > 40 else f"`{loss}`"
+        consequence = ""
+        if Sink.NUMPY in sinks:
+            consequence = f"; numpy (or plotting) of it raises '{M6}'"
+        elif Sink.ESCAPES in sinks:
+            consequence = "; passing it on keeps them alive after the loop too"
         return (
             f"{loss} still carries its autograd graph; accumulating it into `{candidate.accumulator}` keeps every "
-            f"iteration's graph (and its saved activations) alive; accumulate `.item()` (or `.detach()`) instead"
+            f"iteration's graph (and its saved activations) alive{consequence}; accumulate `.item()` (or "
+            "`.detach()`) instead"
         )
 
-    def _fix(self, candidate: _Candidate, scalar: bool) -> Fix | None:
-        if not scalar:
-            return None
+    def _fix(self, candidate: _Candidate, scalar: bool, uses: list[Use]) -> Fix:
+        """``.item()`` when every later use works on a Python number, else ``.detach()`` (a tensor
+        without history: ``.item()``, ``torch.stack``, tensor arithmetic and unseen code keep working)."""
         expr = candidate.expr
         receiver = expr
         if not isinstance(expr, (cst.Name, cst.Attribute, cst.Call, cst.Subscript)) and not getattr(expr, "lpar", None):
             receiver = expr.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
-        new = cst.Call(func=cst.Attribute(value=receiver, attr=cst.Name("item")))
+        needs_tensor = not scalar or any(use.needs_tensor or use.sink is Sink.ESCAPES for use in uses)
+        method = "detach" if needs_tensor else "item"
+        new = cst.Call(func=cst.Attribute(value=receiver, attr=cst.Name(method)))
         return fixes.replace(f"accumulate `{fixes.source_of(new)}`", expr, new)
 
     # ------------------------------------------------------------ scalars
@@ -299,149 +312,17 @@ class LossHistoryAccumulation(Rule):
                 return True
         return False
 
-    # ------------------------------------------------------------ where the accumulator goes
-    def _reaches_backward_or_escapes(self, candidate: _Candidate) -> bool:
-        parents = self._parents_of(candidate.region)
-        todo, seen = [candidate.accumulator], set()
-        while todo:
-            key = todo.pop()
-            if key in seen:
-                continue
-            seen.add(key)
-            if len(seen) > _MAX_FOLLOWED:
-                return True
-            for use in _uses(candidate.region, key):
-                outcome = self._follow(use, parents)
-                if outcome in (BACKPROP, ESCAPE):
-                    return True
-                if isinstance(outcome, list):
-                    todo.extend(outcome)
-        return False
-
-    def _parents_of(self, region: cst.CSTNode) -> dict[int, cst.CSTNode]:
-        found = self._parents.get(id(region))
-        if found is None:
-            found = self._parents[id(region)] = {}
-            stack = [region]
-            while stack:
-                node = stack.pop()
-                for child in children(node):
-                    found[id(child)] = node
-                    stack.append(child)
-        return found
-
-    def _follow(self, use: cst.CSTNode, parents: dict[int, cst.CSTNode]) -> str | list[str]:
-        """Where the value at ``use`` goes: OK (dropped or made a number), BACKPROP,
-        ESCAPE (somewhere we cannot follow), or the names it is assigned to."""
-        child = use
-        while True:
-            parent = parents.get(id(child))
-            if parent is None:
-                return ESCAPE
-            if isinstance(parent, cst.Attribute) and parent.value is child:
-                call = parents.get(id(parent))
-                if not (isinstance(call, cst.Call) and call.func is parent):
-                    return OK  # .shape, .grad_fn, .requires_grad ...
-                method = parent.attr.value
-                if method == "backward":
-                    return BACKPROP
-                if method in _TERMINAL_METHODS:
-                    return OK
-                if method in _MUTATORS and (child is use or isinstance(child, cst.Subscript)):
-                    return OK  # losses.append(...), history["train"].append(...)
-                child = call
-                continue
-            if isinstance(parent, (cst.BinaryOperation, cst.UnaryOperation, cst.BooleanOperation)):
-                if isinstance(parent, cst.BinaryOperation) and isinstance(parent.operator, cst.Modulo) and isinstance(
-                    parent.left, (cst.SimpleString, cst.ConcatenatedString)
-                ):
-                    return OK  # "%s" % total
-                child = parent
-                continue
-            if isinstance(parent, cst.IfExp):
-                if parent.test is child:
-                    return OK
-                child = parent
-                continue
-            if isinstance(parent, cst.Subscript):
-                if parent.value is not child:
-                    return OK
-                child = parent
-                continue
-            if isinstance(parent, (cst.SubscriptElement, cst.Index, cst.Slice, cst.Comparison, cst.ComparisonTarget)):
-                return OK
-            if isinstance(parent, (cst.Element, cst.StarredElement, cst.DictElement, cst.StarredDictElement)):
-                child = parent
-                continue
-            if isinstance(parent, (cst.List, cst.Tuple, cst.Set, cst.Dict)):
-                child = parent
-                continue
-            if isinstance(parent, cst.FormattedStringExpression):
-                return OK
-            if isinstance(parent, cst.Arg) and parent.keyword is child:
-                return OK  # f(total=...) names a parameter
-            if isinstance(parent, (cst.FunctionDef, cst.ClassDef, cst.ImportAlias, cst.AsName)):
-                return OK
-            if isinstance(parent, cst.Arg):
-                call = parents.get(id(parent))
-                if not isinstance(call, cst.Call):
-                    return ESCAPE
-                verdict = self._call_verdict(call)
-                if verdict == "through":
-                    child = call
-                    continue
-                return verdict
-            if isinstance(parent, cst.Assign):
-                return _assigned_keys(t.target for t in parent.targets) if parent.value is child else OK
-            if isinstance(parent, (cst.AssignTarget, cst.Del, cst.NameItem, cst.Global, cst.Nonlocal)):
-                return OK
-            if isinstance(parent, cst.AugAssign):
-                return OK if parent.target is child else _assigned_keys([parent.target])
-            if isinstance(parent, cst.AnnAssign):
-                return OK if parent.target is child else _assigned_keys([parent.target])
-            if isinstance(parent, cst.For):
-                return _assigned_keys([parent.target]) if parent.iter is child else OK
-            if isinstance(parent, (cst.Expr, cst.If, cst.While, cst.Assert)):
-                return OK
-            return ESCAPE
-
-    def _call_verdict(self, call: cst.Call) -> str:
-        func = call.func
-        qualified = self.ctx.qualify(func)
-        if qualified is not None:
-            if qualified in ("torch.autograd.backward", "torch.autograd.grad"):
-                return BACKPROP
-            if qualified.startswith(_TERMINAL_MODULES):
-                return OK
-            if qualified.startswith("torch."):
-                return "through"
-            return ESCAPE
-        if isinstance(func, cst.Name):
-            if func.value in _TERMINAL_BUILTINS:
-                return OK
-            if func.value in _PASS_THROUGH_BUILTINS:
-                return "through"
-            return ESCAPE
-        if isinstance(func, cst.Attribute) and func.attr.value == "backward":
-            return BACKPROP  # accelerator.backward(total)
-        return ESCAPE
-
-
-def _accumulator_key(target: cst.BaseExpression) -> str | None:
-    """``total``, ``self.total``; ``history`` for ``history["train"]``."""
-    while isinstance(target, cst.Subscript):
-        target = target.value
-    return dotted_name(target)
-
 
 def _names_carried(expr: cst.BaseExpression) -> set[str]:
-    """Names whose graph ``expr`` certainly carries: ``loss``, ``loss * n``, ``-loss``, ``scaler.scale(loss)``."""
+    """Names whose graph ``expr`` certainly carries: ``loss``, ``loss * n``, ``-loss``, ``scaler.scale(loss)``;
+    of a quotient only the numerator (``loss / self.accum_steps``, ``x.item() / self.n``: the divisor
+    is a count, and a backward() through the quotient proves nothing about it)."""
     key = dotted_name(expr)
     if key is not None:
         return {key}
-    if isinstance(expr, cst.BinaryOperation) and isinstance(
-        expr.operator, (cst.Add, cst.Subtract, cst.Multiply, cst.Divide)
-    ):
+    if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, cst.Divide):
+        return _names_carried(expr.left)
+    if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, (cst.Add, cst.Subtract, cst.Multiply)):
         return _names_carried(expr.left) | _names_carried(expr.right)
     if isinstance(expr, cst.UnaryOperation) and isinstance(expr.operator, cst.Minus):
         return _names_carried(expr.expression)
@@ -457,103 +338,6 @@ def _reduces(call: cst.Call) -> bool:
         return True
     value = reduction.value
     return isinstance(value, cst.SimpleString) and value.evaluated_value in ("mean", "sum")
-
-
-def _assigned_keys(targets) -> list[str] | str:  # type: ignore[no-untyped-def]
-    keys: list[str] = []
-    for target in targets:
-        key = _accumulator_key(target)
-        if key is None:
-            return ESCAPE
-        keys.append(key)
-    return keys
-
-
-def _declares_global(function: cst.FunctionDef, name: str) -> bool:
-    found = False
-
-    class Finder(cst.CSTVisitor):
-        def visit_Global(self, node: cst.Global) -> None:
-            nonlocal found
-            found = found or any(item.name.value == name for item in node.names)
-
-        def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
-            return node is function
-
-    scan(function, Finder())
-    return found
-
-
-def _uses(region: cst.CSTNode, key: str) -> list[cst.CSTNode]:
-    """Every expression in ``region`` that reads or writes ``key`` (a name, or ``x.attr``:
-    then every ``.attr`` in the file counts).  Nested functions that bind the name
-    locally have their own variable and are skipped."""
-    simple = "." not in key
-    attr = key.rsplit(".", 1)[-1]
-    found: list[cst.CSTNode] = []
-
-    class Finder(cst.CSTVisitor):
-        def visit_Name(self, node: cst.Name) -> None:
-            if simple and node.value == key:
-                found.append(node)
-
-        def visit_Attribute(self, node: cst.Attribute) -> bool:
-            if not simple and node.attr.value == attr:
-                found.append(node)
-            return True
-
-        def leave_Attribute(self, node: cst.Attribute) -> None:
-            if simple and found and found[-1] is node.attr:
-                found.pop()  # `x.total` is not the name `total`
-
-        def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
-            return node is region or not (simple and _binds_locally(node, key))
-
-        def visit_Lambda(self, node: cst.Lambda) -> bool:
-            return not (simple and any(p.name.value == key for p in node.params.params))
-
-    scan(region, Finder())
-    return found
-
-
-def _binds_locally(function: cst.FunctionDef, name: str) -> bool:
-    params = function.params
-    for param in (*params.posonly_params, *params.params, *params.kwonly_params):
-        if param.name.value == name:
-            return True
-    for star in (params.star_arg, params.star_kwarg):
-        if isinstance(star, cst.Param) and star.name.value == name:
-            return True
-    bound = False
-
-    class Finder(cst.CSTVisitor):
-        def visit_AssignTarget(self, node: cst.AssignTarget) -> None:
-            nonlocal bound
-            bound = bound or name in _target_names(node.target)
-
-        def visit_AugAssign(self, node: cst.AugAssign) -> None:
-            nonlocal bound
-            bound = bound or name in _target_names(node.target)
-
-        def visit_For(self, node: cst.For) -> None:
-            nonlocal bound
-            bound = bound or name in _target_names(node.target)
-
-        def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
-            return node is function
-
-    scan(function.body, Finder())
-    return bound and not _declares_global(function, name)
-
-
-def _target_names(target: cst.BaseExpression) -> set[str]:
-    if isinstance(target, cst.Name):
-        return {target.value}
-    if isinstance(target, (cst.Tuple, cst.List)):
-        return {name for element in target.elements for name in _target_names(element.value)}
-    if isinstance(target, cst.StarredElement):
-        return _target_names(target.value)
-    return set()
 
 
 def _reset_inside(loop: cst.For | cst.While, accumulator: str) -> bool:

@@ -20,7 +20,8 @@ from dataclasses import dataclass, field
 import libcst as cst
 
 from torchlint import fixes
-from torchlint.analysis import Kind, dotted_name, keyword_arg, positional_args
+from torchlint.analysis import Kind, dotted_name, keyword_arg
+from torchlint.analysis.events import AutogradEvent, EventKind, frees_graph
 from torchlint.analysis.names import dotted_expression
 from torchlint.analysis.torch_api import FACTORIES, PARAMETER, PARAMETERLESS_MODULES
 from torchlint.analysis.walk import children, scan
@@ -106,6 +107,7 @@ class _Backward:
     line: cst.CSTNode | None
     frees: bool
     nodes: frozenset[_Node] = frozenset()
+    loss: cst.BaseExpression | None = None  # what is backpropagated
 
 
 @dataclass
@@ -149,7 +151,7 @@ class BackwardThroughFreedGraph(Rule):
     def _check_loop(self, loop: cst.For | cst.While) -> None:
         if self.ctx.grad_mode.statically_disabled or not isinstance(loop.body, cst.IndentedBlock):
             return
-        if not _has_backward(loop.body):
+        if not self._has_backward(loop.body):
             return
         if self._frozen is None:
             self._frozen = any(marker in self.ctx.source for marker in _FREEZE_MARKERS)
@@ -297,8 +299,9 @@ class BackwardThroughFreedGraph(Rule):
             run.env[key] = self._op([current, operand], small, _op_saves(op), grad, run.iteration)
         elif isinstance(small, cst.Expr):
             value = small.value
-            if isinstance(value, cst.Call) and _method_name(value) == "backward":
-                self._backward(run, value, line, volatile, grad)
+            event = self.ctx.autograd_event(value) if isinstance(value, cst.Call) else None
+            if event is not None and event.kind is EventKind.BACKWARD:
+                self._backward(run, event, line, volatile, grad)
             else:
                 self._eval(run, value, volatile, grad)
         elif isinstance(small, (cst.Pass, cst.Global, cst.Nonlocal, cst.Import, cst.ImportFrom)):
@@ -306,19 +309,33 @@ class BackwardThroughFreedGraph(Rule):
         else:
             self._forget(run, small)
 
-    def _backward(self, run: _Run, call: cst.Call, line: cst.CSTNode, volatile: set[str], grad: bool) -> None:
-        assert isinstance(call.func, cst.Attribute)
-        target = self._eval(run, call.func.value, volatile, grad)
+    def _backward(self, run: _Run, event: AutogradEvent, line: cst.CSTNode, volatile: set[str], grad: bool) -> None:
+        call = event.node
+        assert isinstance(call, cst.Call)
+        target = self._eval(run, event.subject, volatile, grad) if event.subject is not None else S_UNKNOWN
         for arg in call.args:
-            self._eval(run, arg.value, volatile, grad)
-        retain = keyword_arg(call, "retain_graph") or keyword_arg(call, "create_graph")
-        frees = (
-            len(positional_args(call)) <= 1
-            and keyword_arg(call, "inputs") is None
-            and (retain is None or _is_literal(retain.value, "False", "None"))
-        )
+            if arg.value is not event.subject:
+                self._eval(run, arg.value, volatile, grad)
         nodes = frozenset(n for s in target.flat() if s.kind == GRAD for n in s.nodes)
-        run.backwards.append(_Backward(call, line, frees, nodes))
+        run.backwards.append(_Backward(call, line, frees_graph(event), nodes, event.subject))
+
+    def _has_backward(self, body: cst.CSTNode) -> bool:
+        """The loop body calls backward (any spelling; nested functions excluded)."""
+        ctx = self.ctx
+        found = False
+
+        class Finder(cst.CSTVisitor):
+            def visit_Call(self, node: cst.Call) -> None:
+                nonlocal found
+                if not found:
+                    event = ctx.autograd_event(node)
+                    found = event is not None and event.kind is EventKind.BACKWARD
+
+            def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+                return False
+
+        scan(body, Finder())
+        return found
 
     def _bind(self, run: _Run, target: cst.BaseExpression, value: _Sym) -> None:
         if isinstance(target, (cst.Tuple, cst.List)):
@@ -542,7 +559,7 @@ class BackwardThroughFreedGraph(Rule):
         shown = fixes.source_of(example) if example is not None else "an earlier result"
         if len(shown) > 40:
             shown = shown[:37] + "..."
-        receiver = fixes.source_of(backward.call.func.value) if isinstance(backward.call.func, cst.Attribute) else "it"
+        receiver = fixes.source_of(backward.loss) if backward.loss is not None else "it"
         if len(receiver) > 30:
             receiver = "the loss"
         else:
@@ -554,28 +571,13 @@ class BackwardThroughFreedGraph(Rule):
             where = f"its graph reaches `{shown}` from the previous iteration (state carried across iterations)"
             remedy = "detach the carried state each iteration (`h = h.detach()`)"
         message = (
-            f"{receiver}.backward() runs every iteration, but {where}; the first backward() frees its saved "
+            f"backward() of {receiver} runs every iteration, but {where}; the first backward() frees its saved "
             f"tensors, so the second raises 'Trying to backward through the graph a second time'; {remedy}"
         )
         self.report(backward.call, message, statement=backward.line)
 
 
 # ---------------------------------------------------------------- syntax helpers
-def _has_backward(body: cst.CSTNode) -> bool:
-    found = False
-
-    class Finder(cst.CSTVisitor):
-        def visit_Attribute(self, node: cst.Attribute) -> None:
-            nonlocal found
-            found = found or node.attr.value == "backward"
-
-        def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
-            return False
-
-    scan(body, Finder())
-    return found
-
-
 def _target_keys(target: cst.BaseExpression) -> set[str]:
     if isinstance(target, (cst.Tuple, cst.List)):
         return {key for element in target.elements for key in _target_keys(element.value)}
@@ -647,10 +649,6 @@ def _literal_index(expr: cst.Subscript) -> int | None:
     if not isinstance(value, cst.Integer):
         return None
     return -int(value.value) if negative else int(value.value)
-
-
-def _method_name(call: cst.Call) -> str | None:
-    return call.func.attr.value if isinstance(call.func, cst.Attribute) else None
 
 
 def _is_literal(node: cst.BaseExpression, *names: str) -> bool:

@@ -1,0 +1,344 @@
+"""Where a name is used in its scope, and where the value it holds goes from each use.
+
+Two queries, for any rule:
+
+- ``references(region, key)``: every ``Name`` (or ``x.attr`` for a dotted key) in ``region``
+  that reads or writes ``key``; nested functions and lambdas with their own binding of the
+  name are skipped.
+- ``ValueFlow(ctx, region).follow(key)``: escape analysis.  Starting at every reference of
+  ``key``, the value is followed up the expression tree — through arithmetic, indexing, torch
+  ops, containers, and assignments to other names (whose later references are followed in
+  turn) — to where it ends: a ``Sink`` (backpropagated, made a number or text, converted by
+  numpy, detached, dropped, or escaping to code that is not seen).  Each ``Use`` also says
+  whether the way the value is used there needs a tensor (``.item()``, ``torch.stack``,
+  ``.shape`` ...) or works as well on a Python number.
+
+What calls do with their arguments (numpy, plotting, logging, builtins) is data in ``torch_api``.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import libcst as cst
+
+from torchlint.analysis import torch_api as api
+from torchlint.analysis.events import EventKind
+from torchlint.analysis.names import dotted_name
+from torchlint.analysis.walk import children, scan
+
+if TYPE_CHECKING:
+    from torchlint.analysis.analyzer import Analyzer
+
+
+class Sink(enum.Enum):
+    BACKWARD = "backward"  # backpropagated: x.backward(), torch.autograd.backward/grad(x), accelerator.backward(x)
+    NUMBER = "number"  # made a Python number or text: .item(), float(), print(), f-strings, str.format, %
+    NUMPY = "numpy"  # converted by numpy / a plotting or data-frame library: M6 on a tensor that requires grad
+    DETACHED = "detached"  # .detach(), .data, torch.tensor(x): the graph is cut there
+    DROPPED = "dropped"  # tested, compared, a statement that discards it, the accumulation itself, a rebinding
+    ESCAPES = "escapes"  # returned, yielded, stored in an object, passed to code that is not seen
+
+
+@dataclass(frozen=True)
+class Use:
+    sink: Sink
+    node: cst.CSTNode  # the reference the value was followed from
+    needs_tensor: bool  # on the way, the value (or an element of it) is used as only a tensor can be
+    through_unknown_call: bool = False  # it went through the result of a call whose body is not seen
+
+
+# ---------------------------------------------------------------- references
+def references(region: cst.CSTNode, key: str) -> list[cst.CSTNode]:
+    """Every expression in ``region`` that reads or writes ``key`` (a name, or ``x.attr``: then
+    every ``.attr`` in ``region`` counts), in source order."""
+    simple = "." not in key
+    attr = key.rsplit(".", 1)[-1]
+    found: list[cst.CSTNode] = []
+
+    class Finder(cst.CSTVisitor):
+        def visit_Name(self, node: cst.Name) -> None:
+            if simple and node.value == key:
+                found.append(node)
+
+        def visit_Attribute(self, node: cst.Attribute) -> bool:
+            if not simple and node.attr.value == attr:
+                found.append(node)
+            return True
+
+        def leave_Attribute(self, node: cst.Attribute) -> None:
+            if simple and found and found[-1] is node.attr:
+                found.pop()  # `x.total` is not the name `total`
+
+        def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+            return node is region or not (simple and binds_locally(node, key))
+
+        def visit_Lambda(self, node: cst.Lambda) -> bool:
+            return not (simple and any(p.name.value == key for p in node.params.params))
+
+    scan(region, Finder())
+    return found
+
+
+def declares_global(function: cst.FunctionDef, name: str) -> bool:
+    found = False
+
+    class Finder(cst.CSTVisitor):
+        def visit_Global(self, node: cst.Global) -> None:
+            nonlocal found
+            found = found or any(item.name.value == name for item in node.names)
+
+        def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+            return node is function
+
+    scan(function, Finder())
+    return found
+
+
+def binds_locally(function: cst.FunctionDef, name: str) -> bool:
+    """``name`` is a parameter of ``function`` or assigned in its body (and not declared global)."""
+    params = function.params
+    for param in (*params.posonly_params, *params.params, *params.kwonly_params):
+        if param.name.value == name:
+            return True
+    for star in (params.star_arg, params.star_kwarg):
+        if isinstance(star, cst.Param) and star.name.value == name:
+            return True
+    bound = False
+
+    class Finder(cst.CSTVisitor):
+        def visit_AssignTarget(self, node: cst.AssignTarget) -> None:
+            nonlocal bound
+            bound = bound or name in target_names(node.target)
+
+        def visit_AugAssign(self, node: cst.AugAssign) -> None:
+            nonlocal bound
+            bound = bound or name in target_names(node.target)
+
+        def visit_For(self, node: cst.For) -> None:
+            nonlocal bound
+            bound = bound or name in target_names(node.target)
+
+        def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+            return node is function
+
+    scan(function.body, Finder())
+    return bound and not declares_global(function, name)
+
+
+def target_names(target: cst.BaseExpression) -> set[str]:
+    if isinstance(target, cst.Name):
+        return {target.value}
+    if isinstance(target, (cst.Tuple, cst.List)):
+        return {name for element in target.elements for name in target_names(element.value)}
+    if isinstance(target, cst.StarredElement):
+        return target_names(target.value)
+    return set()
+
+
+def container_key(target: cst.BaseExpression) -> str | None:
+    """``total``, ``self.total``; ``history`` for ``history["train"]``."""
+    while isinstance(target, cst.Subscript):
+        target = target.value
+    return dotted_name(target)
+
+
+# ---------------------------------------------------------------- escape analysis
+@dataclass(frozen=True)
+class _Step:
+    """Where the walk up from a use goes next."""
+
+    sink: Sink | None = None  # it ends here
+    up: cst.CSTNode | None = None  # the value continues as this expression's value
+    aliases: tuple[str, ...] = ()  # the value is bound to these names (followed after ``bound_at``)
+    bound_at: cst.CSTNode | None = None  # where the aliases are bound (default: the use)
+    needs_tensor: bool = False
+    unknown_call: bool = False
+
+
+_ATTRIBUTE_READS_WITHOUT_TENSOR = frozenset({"real", "imag"})
+
+
+class ValueFlow:
+    """Escape analysis over one region (a function body, or the module)."""
+
+    def __init__(self, ctx: Analyzer, region: cst.CSTNode) -> None:
+        self.ctx = ctx
+        self.region = region
+        self._parents: dict[int, cst.CSTNode] = {}
+        self._order: dict[int, int] = {}
+        stack = [region]
+        while stack:
+            node = stack.pop()
+            self._order[id(node)] = len(self._order)
+            for child in reversed(children(node)):
+                self._parents[id(child)] = node
+                stack.append(child)
+
+    def follow(self, key: str, max_names: int = 20) -> list[Use] | None:
+        """Every use the value of ``key`` reaches (None: it spreads to more than ``max_names`` names)."""
+        todo: list[tuple[str, int, bool, bool]] = [(key, -1, False, False)]  # (name, after, needs tensor, unknown)
+        seen: set[str] = set()
+        uses: list[Use] = []
+        while todo:
+            name, after, needs, unknown = todo.pop()
+            if name in seen:
+                continue
+            seen.add(name)
+            if len(seen) > max_names:
+                return None
+            if name in self._parameters():
+                # A parameter's value belongs to the caller, who sees every change made to it.
+                uses.append(Use(Sink.ESCAPES, self.region, needs, unknown))
+            for reference in references(self.region, name):
+                if self._order.get(id(reference), 0) <= after:
+                    continue  # an alias is followed from where it is bound on
+                uses.append(self._walk(reference, needs, unknown, todo))
+        return uses
+
+    def _parameters(self) -> set[str]:
+        region = self.region
+        if not isinstance(region, cst.FunctionDef):
+            return set()
+        params = region.params
+        return {p.name.value for p in (*params.posonly_params, *params.params, *params.kwonly_params)}
+
+    def _walk(self, use: cst.CSTNode, needs: bool, unknown: bool, todo: list) -> Use:
+        child = use
+        while True:
+            step = self._step(child)
+            needs = needs or step.needs_tensor
+            unknown = unknown or step.unknown_call
+            if step.aliases:
+                at = self._order.get(id(step.bound_at or child), 0)
+                todo.extend((alias, at, needs, unknown) for alias in step.aliases)
+                return Use(Sink.DROPPED, use, needs, unknown)
+            if step.sink is not None:
+                sink = step.sink
+                if unknown and sink is not Sink.BACKWARD:
+                    sink = Sink.ESCAPES  # the unseen call may keep what it was given
+                return Use(sink, use, needs, unknown)
+            assert step.up is not None
+            child = step.up
+
+    # One level up from ``child``: what its parent does with its value.
+    def _step(self, child: cst.CSTNode) -> _Step:  # noqa: C901 - one case per node type
+        parent = self._parents.get(id(child))
+        if parent is None:
+            return _Step(Sink.ESCAPES)
+        kind = type(parent)
+        if kind is cst.Attribute and parent.value is child:
+            return self._attribute_step(parent)
+        if kind is cst.BinaryOperation:
+            if type(parent.operator) is cst.Modulo and isinstance(parent.left, (cst.SimpleString, cst.ConcatenatedString)):
+                return _Step(Sink.NUMBER)  # "%s" % total
+            return _Step(up=parent)
+        if kind in (cst.UnaryOperation, cst.BooleanOperation, cst.Element, cst.StarredElement, cst.DictElement,
+                    cst.StarredDictElement, cst.List, cst.Tuple, cst.Set, cst.Dict):
+            return _Step(up=parent)
+        if kind is cst.IfExp:
+            return _Step(Sink.DROPPED) if parent.test is child else _Step(up=parent)
+        if kind in (cst.ListComp, cst.SetComp, cst.GeneratorExp, cst.DictComp):
+            return _Step(up=parent)  # the element expression (the `for` part is a CompFor)
+        if kind is cst.Subscript:
+            return _Step(up=parent) if parent.value is child else _Step(Sink.DROPPED)
+        if kind in (cst.SubscriptElement, cst.Index, cst.Slice, cst.Comparison, cst.ComparisonTarget):
+            return _Step(Sink.DROPPED)
+        if kind is cst.FormattedStringExpression:
+            return _Step(Sink.NUMBER)
+        if kind is cst.Arg:
+            if parent.keyword is child:
+                return _Step(Sink.DROPPED)  # f(total=...) names a parameter
+            call = self._parents.get(id(parent))
+            return self._argument_step(call, child) if isinstance(call, cst.Call) else _Step(Sink.ESCAPES)
+        if kind in (cst.Assign, cst.AnnAssign, cst.AugAssign):
+            return self._assignment_step(parent, child)
+        if kind is cst.For or kind is cst.CompFor:
+            names = tuple(sorted(target_names(parent.target)))
+            if parent.iter is not child or not names:
+                return _Step(Sink.DROPPED)
+            # a comprehension's element expression comes before its `for` in the source
+            comprehension = self._parents.get(id(parent)) if kind is cst.CompFor else None
+            while type(comprehension) is cst.CompFor:
+                comprehension = self._parents.get(id(comprehension))
+            return _Step(aliases=names, bound_at=comprehension)
+        if kind in (cst.AssignTarget, cst.Del, cst.NameItem, cst.Global, cst.Nonlocal, cst.FunctionDef, cst.ClassDef,
+                    cst.ImportAlias, cst.AsName, cst.Param, cst.Expr, cst.If, cst.While, cst.Assert):
+            return _Step(Sink.DROPPED)
+        return _Step(Sink.ESCAPES)  # returned, yielded, in a lambda, a with item ...
+
+    def _attribute_step(self, attribute: cst.Attribute) -> _Step:
+        name = attribute.attr.value
+        call = self._parents.get(id(attribute))
+        if not (isinstance(call, cst.Call) and call.func is attribute):
+            if name in api.DETACHING_ATTRIBUTES:
+                return _Step(Sink.DETACHED, needs_tensor=True)
+            return _Step(Sink.DROPPED, needs_tensor=name not in _ATTRIBUTE_READS_WITHOUT_TENSOR)  # .shape
+        if name == "backward":
+            return _Step(Sink.BACKWARD)
+        if name in api.LIST_MUTATORS:
+            return _Step(Sink.DROPPED)  # losses.append(...), history["train"].append(...)
+        if name in api.NUMPY_METHODS:
+            return _Step(Sink.NUMPY, needs_tensor=True)
+        if name in api.SCALAR_METHODS:
+            return _Step(Sink.NUMBER, needs_tensor=True)
+        if name in api.DETACHING_METHODS:
+            return _Step(Sink.DETACHED, needs_tensor=True)
+        return _Step(up=call, needs_tensor=name not in api.LIST_METHODS)
+
+    def _argument_step(self, call: cst.Call, child: cst.CSTNode) -> _Step:
+        event = self.ctx.autograd_event(call)
+        if event is not None and event.kind in (EventKind.BACKWARD, EventKind.GRAD) and event.subject is child:
+            return _Step(Sink.BACKWARD)
+        func = call.func
+        qualified = self.ctx.qualify(func)
+        if qualified is not None:
+            if qualified.startswith(api.NUMPY_LIKE_PREFIXES):
+                return _Step(Sink.NUMPY)
+            if qualified.startswith(api.NUMBER_MODULE_PREFIXES):
+                return _Step(Sink.NUMBER)
+            if qualified in api.GRAPH_CUTTING_FACTORIES:
+                return _Step(Sink.DETACHED)
+            if qualified.startswith("torch.") and qualified not in api.STORING_FUNCTIONS:
+                return _Step(up=call, needs_tensor=True)
+            return _Step(up=call, unknown_call=True)
+        if isinstance(func, cst.Name):
+            if func.value in api.NUMBER_BUILTINS:
+                return _Step(Sink.NUMBER)
+            if func.value in api.PASS_THROUGH_BUILTINS:
+                return _Step(up=call)
+        if isinstance(func, cst.Attribute):
+            method = func.attr.value
+            if method == "format" and isinstance(func.value, (cst.SimpleString, cst.ConcatenatedString)):
+                return _Step(Sink.NUMBER)
+            if method in api.FORMATTING_METHODS:
+                return _Step(Sink.NUMBER)
+        return _Step(up=call, unknown_call=True)
+
+    def _assignment_step(self, statement: cst.CSTNode, child: cst.CSTNode) -> _Step:
+        if isinstance(statement, cst.Assign):
+            if statement.value is not child:
+                return _Step(Sink.DROPPED)
+            targets = [target.target for target in statement.targets]
+        else:
+            assert isinstance(statement, (cst.AnnAssign, cst.AugAssign))
+            if statement.target is child or statement.value is not child:
+                return _Step(Sink.DROPPED)  # `total += ...`: the accumulation itself
+            targets = [statement.target]
+        keys: list[str] = []
+        for target in targets:
+            if isinstance(target, (cst.Tuple, cst.List)):
+                keys.extend(sorted(target_names(target)))
+                continue
+            key = container_key(target)
+            if key is None:
+                return _Step(Sink.ESCAPES)
+            keys.append(key)
+        return _Step(aliases=tuple(keys))
+
+
+__all__ = [
+    "Sink", "Use", "ValueFlow", "binds_locally", "container_key", "declares_global", "references", "target_names",
+]
