@@ -79,13 +79,13 @@ def test_selectors_are_checked_without_importing_rules() -> None:
         "from torchlint.settings import SettingsError, validate_selectors\n"
         "validate_selectors(['TL0', 'TL001', 'TL100', 'ALL'])\n"
         "try:\n"
-        "    validate_selectors(['TL9'])\n"
+        "    validate_selectors(['TL0099'])\n"
         "except SettingsError as error:\n"
         "    print(error)\n"
         "print(sorted(m for m in sys.modules if m == 'libcst' or m.startswith('torchlint.rules.')))\n"
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert result.stdout.splitlines() == ["unknown rule selector 'TL9' (did you mean 'TL009'? see `torchlint --list-rules`)", "[]"]
+    assert result.stdout.splitlines() == ["unknown rule selector 'TL0099' (did you mean 'TL009'? see `torchlint --list-rules`)", "[]"]
 
 
 def test_rule_codes_are_the_rule_modules_names() -> None:

@@ -47,6 +47,14 @@ def method_call(receiver: cst.BaseExpression, method: str, args: list[cst.Arg]) 
     return cst.Call(func=cst.Attribute(value=receiver, attr=cst.Name(method)), args=cleaned)
 
 
+def atom(expr: cst.BaseExpression) -> cst.BaseExpression:
+    """``expr``, parenthesised unless it already binds tighter than an attribute access."""
+    if isinstance(expr, (cst.Name, cst.Attribute, cst.Call, cst.Subscript, cst.SimpleString, cst.Integer,
+                         cst.Float, cst.List, cst.Tuple, cst.Dict, cst.Set)) or getattr(expr, "lpar", None):
+        return expr
+    return expr.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
+
+
 def strip_parens(expr: cst.BaseExpression) -> cst.BaseExpression:
     return expr.with_changes(lpar=[], rpar=[]) if getattr(expr, "lpar", None) else expr
 

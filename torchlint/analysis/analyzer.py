@@ -27,6 +27,7 @@ from torchlint.analysis import torch_api as api
 from torchlint.analysis.events import AutogradEvent
 from torchlint.analysis.uses import ValueFlow
 from torchlint.analysis.flow import Flow
+from torchlint.analysis.facts import ValueFacts
 from torchlint.analysis.names import ImportTable, dotted_expression, dotted_name, through_grad
 from torchlint.analysis.walk import NodeHooks, Walker, callback_methods, node_types_named, scan
 from torchlint.analysis.scopes import (
@@ -135,7 +136,7 @@ def positional_args(call: cst.Call) -> list[cst.BaseExpression]:
     return [arg.value for arg in call.args if arg.keyword is None and not arg.star]
 
 
-class Analyzer(cst.CSTVisitor):
+class Analyzer(ValueFacts, cst.CSTVisitor):
     """Tracks program state and dispatches libcst visits to the enabled rules.
 
     The public methods (``value_of``, ``qualify``, ``grad_mode``, ...) are the
@@ -173,6 +174,7 @@ class Analyzer(cst.CSTVisitor):
         self._returns: list[Value] = []
         self._value_flows: dict[int, ValueFlow] = {}  # escape analysis per region, see ``value_flow``
         self._flows: dict[int, tuple[cst.CSTNode, Flow]] = {}
+        self._init_facts()
 
     # ------------------------------------------------------------------ rules
     def attach(self, rules: Iterable[Rule]) -> None:
@@ -404,7 +406,8 @@ class Analyzer(cst.CSTVisitor):
         # A tuple of fixed size also keeps each position (``return img, opt``).
         starred = any(not isinstance(item, cst.Element) for item in node.elements)
         items = tuple(values) if type(node) is cst.Tuple and not starred else None
-        return Value(Kind.COLLECTION, node, element=element or UNKNOWN, items=items)
+        return Value(Kind.COLLECTION, node, element=element or UNKNOWN, items=items,
+                     tags=_EMPTY if not node.elements else frozenset())
 
     _value_Tuple = _value_List
 
@@ -433,6 +436,9 @@ class Analyzer(cst.CSTVisitor):
         return UNKNOWN
 
     def _value_of_torch_call(self, node: cst.Call, qualified: str) -> Value:
+        known = self._torch_call_fact(node, qualified)
+        if known is not None:
+            return known
         if qualified in api.FACTORIES:
             requires_grad = keyword_arg(node, "requires_grad")
             if requires_grad is None:
@@ -486,10 +492,12 @@ class Analyzer(cst.CSTVisitor):
 
     def _value_of_module_call(self, node: cst.Call, module: Value) -> Value:
         if "parameterless" in module.tags:
-            return self._derived([self.value_of(arg.value) for arg in node.args], node)
-        if self.grad_mode.statically_disabled:
-            return Value(Kind.PLAIN, node, tags=frozenset({"detached"}))
-        return Value(Kind.NONLEAF, node, tags=frozenset({"model-output"}))
+            output = self._derived([self.value_of(arg.value) for arg in node.args], node)
+        elif self.grad_mode.statically_disabled:
+            output = Value(Kind.PLAIN, node, tags=frozenset({"detached"}))
+        else:
+            output = Value(Kind.NONLEAF, node, tags=frozenset({"model-output"}))
+        return self._module_output_fact(node, module, output)
 
     def _value_of_method_call(self, node: cst.Call, func: cst.Attribute) -> Value:
         method = func.attr.value
@@ -508,6 +516,9 @@ class Analyzer(cst.CSTVisitor):
             if method == "forward":
                 return self._value_of_module_call(node, receiver)
             return UNKNOWN
+        known = self._method_call_fact(node, method, receiver)
+        if known is not None:
+            return known
         if not receiver.is_tensor:
             return UNKNOWN
         if method == "detach":
@@ -693,6 +704,7 @@ class Analyzer(cst.CSTVisitor):
         value = self.value_of(node.value)
         for target in node.targets:
             if self._is_requires_grad_flag(target.target):
+                self._note_requires_grad_flag(target.target.value, _literal_bool(node.value))  # type: ignore[attr-defined]
                 self._apply_requires_grad_flag(target.target, node.value)
                 continue
             self._bind_target(target.target, value, node.value)
@@ -735,6 +747,8 @@ class Analyzer(cst.CSTVisitor):
         operand = self.value_of(node.value)
         if current.kind is Kind.PLAIN and operand.requires_grad and not self.grad_mode.statically_disabled:
             self.scope.bind(key, Value(Kind.NONLEAF, node))
+        elif current.kind is Kind.PLAIN and operand.kind is Kind.UNKNOWN and not self.grad_mode.statically_disabled:
+            self.scope.bind(key, UNKNOWN)  # `total = torch.zeros(1); total += loss_of(batch)`: may now require grad
         elif current.kind is Kind.NUMBER:
             self.scope.bind(key, self._derived([current, operand], node))
 
@@ -754,13 +768,17 @@ class Analyzer(cst.CSTVisitor):
         func = node.func
         if not isinstance(func, cst.Attribute):
             return
+        method = func.attr.value
+        flag = (_literal_bool(node.args[0].value) if node.args else True) if method == "requires_grad_" else None
+        if method == "requires_grad_":
+            self._note_requires_grad_flag(func.value, flag)
+        self._note_append(node, func)
         key = dotted_name(func.value)
         if key is None:
             return
-        method = func.attr.value
         current = self.value_of_key(key)
         if method == "requires_grad_":
-            self._set_requires_grad(key, _literal_bool(node.args[0].value) if node.args else True, node)
+            self._set_requires_grad(key, flag, node)
         elif method == "detach_" and current.is_tensor:
             self.scope.bind(key, Value(Kind.PLAIN, node, tags=frozenset({"detached"})))
         elif method == "retain_grad" and current.is_tensor:
@@ -777,6 +795,7 @@ class Analyzer(cst.CSTVisitor):
     def _enter_If(self, node: cst.If) -> None:
         self._branch_states.append({"entry": dict(self.scope.values)})
         self.compound.append(node)
+        self._forget_guarded(node.test)
 
     def _leave_If_body(self, node: cst.If) -> None:
         frame = self._branch_states[-1]
@@ -1131,8 +1150,11 @@ class Analyzer(cst.CSTVisitor):
         return summaries.join_returns(self._returns)
 
     def _leave_Return(self, node: cst.Return) -> None:
-        if self._summarising is not None and self.scope.function is self._summarising:
-            self._returns.append(self.value_of(node.value) if node.value is not None else UNKNOWN)
+        if self._summarising is not None:
+            if self.scope.function is self._summarising:
+                self._returns.append(self.value_of(node.value) if node.value is not None else UNKNOWN)
+            return
+        self._note_return(node)  # the file's own analysis: what each function returns (facts.py)
 
     def arguments_passed(self, call: cst.Call, callee: FunctionInfo) -> dict[str, Value] | None:
         return self._arguments_passed(call, callee)
@@ -1310,6 +1332,7 @@ class _BoundHooks(Mapping[type, NodeHooks]):
 
 
 _NO_HOOKS = NodeHooks()
+_EMPTY = frozenset({"empty"})
 
 
 def _pair(first: Value, second: Value) -> Value:

@@ -78,6 +78,8 @@ class FunctionInfo:
     # (``self.optim.step()``), shared by every method of that name; used when no call site
     # resolves to the method itself.
     unresolved_call_modes: list[GradMode] = field(default_factory=list)
+    # What its ``return`` statements return, in the order analysed (complete after the file).
+    returns: list[Value] = field(default_factory=list)
     _resolving: bool = False
     _resolved: frozenset[Mode] | None = None
 

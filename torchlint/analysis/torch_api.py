@@ -223,3 +223,52 @@ NON_DIFFERENTIABLE = frozenset(
 # is not torch code, and a name whose `.grad` is read there is no assumed torch leaf
 # (d2l ships the same training loops for MXNet, where `param -= lr * param.grad` is right).
 OTHER_AUTOGRAD_FRAMEWORKS = ("mxnet", "tensorflow", "jax", "paddle", "oneflow", "mindspore", "chainer")
+
+# ---------------------------------------------------------------- outputs and conversions
+# (facts behind TL014/TL015/TL018/TL019: see ``torchlint.analysis.facts``)
+# Softmax spellings: their output is a probability distribution (value tag "softmax").
+SOFTMAX_FUNCTIONS = frozenset({"torch.softmax", "torch.nn.functional.softmax", "torch.special.softmax"})
+SOFTMAX_METHODS = frozenset({"softmax"})
+SOFTMAX_MODULES = frozenset({"torch.nn.Softmax"})
+# What the log-space counterpart of each softmax spelling is called (last name component).
+LOG_SOFTMAX_NAME = "log_softmax"
+# Containers whose output is their last layer's output.
+SEQUENTIAL_MODULES = frozenset({"torch.nn.Sequential"})
+# Losses that expect unnormalised logits: a softmax in front squashes the loss (TL019).
+LOGIT_LOSS_FUNCTIONS = frozenset({"torch.nn.functional.cross_entropy"})
+LOGIT_LOSS_MODULES = frozenset({"torch.nn.CrossEntropyLoss"})
+# Losses that expect log-probabilities (``log_softmax``), not probabilities.
+LOG_PROBABILITY_LOSS_FUNCTIONS = frozenset({"torch.nn.functional.nll_loss"})
+LOG_PROBABILITY_LOSS_MODULES = frozenset({"torch.nn.NLLLoss"})
+# ``torch.tensor(t)`` copies its data without history (measured with torch 2.13: UserWarning
+# "To copy construct from a tensor ...", ``requires_grad`` False).  ``torch.Tensor(t)`` and
+# ``torch.FloatTensor(t)`` of a tensor that requires grad return an alias that keeps the graph
+# (AliasBackward0, gradients reach the source): they are not copies.
+COPY_CONSTRUCTORS = frozenset({"torch.tensor"})
+# Return a tensor argument itself (or a differentiable conversion of it): the graph is kept.
+SHARING_CONSTRUCTORS = frozenset({"torch.as_tensor", "torch.asarray"})
+# Tensors made from a NumPy array: never a graph.
+FROM_NUMPY_FUNCTIONS = frozenset({"torch.from_numpy", "torch.frombuffer"})
+# NumPy functions that convert tensor arguments with ``.numpy()``: on a tensor that requires grad
+# (or a list of them) they raise "Can't call numpy() on Tensor that requires grad" (measured).
+NUMPY_CONVERSIONS = frozenset(
+    "numpy." + name
+    for name in (
+        "array asarray asanyarray ascontiguousarray stack concatenate vstack hstack save savetxt median average cumsum"
+    ).split()
+)
+# NumPy reductions that convert a *list* of tensors with ``.numpy()`` (M6, measured); given one
+# tensor they call its own method instead (and fail with a TypeError about ``axis``).
+NUMPY_LIST_CONVERSIONS = frozenset("numpy." + name for name in "mean std var sum max min amax amin".split())
+# Plotting functions that turn their data arguments into NumPy arrays.
+PLOTTING_FUNCTIONS = frozenset(
+    "matplotlib.pyplot." + name
+    for name in "plot scatter imshow hist bar barh semilogx semilogy loglog errorbar fill_between step stem".split()
+)
+# Tensor methods that return metadata (a ``torch.Size``, an int, a bool), not a tensor.
+METADATA_METHODS = frozenset(
+    "size dim ndimension numel nelement element_size stride storage_offset is_contiguous data_ptr get_device "
+    "is_floating_point is_complex".split()
+)
+# ``xs.append(v)``: the list now also holds ``v``.
+APPEND_METHODS = frozenset({"append"})

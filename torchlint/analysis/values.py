@@ -53,7 +53,10 @@ class Value:
     # "rebound-leaf" (a leaf rebound to a value derived from itself),
     # "device-dependent" (leaf on CPU, non-leaf on GPU), "retains-grad",
     # "assumed-leaf" (a name only guessed to be a trainable leaf because its .grad is read),
-    # "assumed" (a non-leaf computed only from assumed leaves: it may not require grad at all).
+    # "assumed" (a non-leaf computed only from assumed leaves: it may not require grad at all),
+    # "softmax" (the output of a softmax: probabilities), on MODULE values "softmax-output"
+    # (calling it returns a softmax), on COLLECTION values "empty" (a literal ``[]`` nothing
+    # was appended to yet).
     tags: frozenset[str] = field(default_factory=frozenset)
 
     @property
@@ -63,6 +66,29 @@ class Value:
     @property
     def is_tensor(self) -> bool:
         return self.kind in TENSOR_KINDS
+
+    @property
+    def carries_grad(self) -> bool:
+        """A tensor that requires grad, or a collection (list, tuple) holding one."""
+        if self.kind is Kind.COLLECTION:
+            if self.items is not None:
+                return any(item.carries_grad for item in self.items)
+            return self.element is not None and self.element.carries_grad
+        return self.requires_grad
+
+    def tagged_within(self, tags: frozenset[str]) -> bool:
+        """This value, or (for a collection) what it holds, carries one of ``tags``."""
+        if self.kind is Kind.COLLECTION:
+            if self.items is not None:
+                return any(item.tagged_within(tags) for item in self.items)
+            return self.element is not None and self.element.tagged_within(tags)
+        return bool(self.tags & tags)
+
+    @property
+    def has_no_graph(self) -> bool:
+        """A tensor known to have lost its graph: computed under no_grad/inference_mode, or from
+        ``.detach()``, ``.item()``/``float()``/NumPy, or a ``torch.tensor(...)`` copy."""
+        return self.kind is Kind.PLAIN and "detached" in self.tags
 
     def tagged(self, *tags: str) -> Value:
         return replace(self, tags=self.tags | frozenset(tags))
@@ -89,7 +115,13 @@ def join(a: Value | None, b: Value | None) -> Value:
         return UNKNOWN
     element = None
     if a.kind is Kind.COLLECTION:
-        element = join(a.element, b.element)
+        # An empty list joined with a list of X (the path that appended to it) is a list of X.
+        if "empty" in a.tags:
+            element = b.element
+        elif "empty" in b.tags:
+            element = a.element
+        else:
+            element = join(a.element, b.element)
     return Value(a.kind, a.origin, a.cls, element, None, a.tags & b.tags)
 
 

@@ -1,0 +1,220 @@
+"""Value facts about outputs and conversions, mixed into the ``Analyzer``:
+
+- softmax outputs: ``F.softmax(x, 1)``, ``torch.softmax``, ``x.softmax(1)``, an ``nn.Softmax``
+  called, an ``nn.Sequential`` whose last layer is one, a module of this file whose ``forward``
+  returns one (known once the file is analysed: ``forward_returns``);
+- graph-cut copies: ``torch.tensor(t)`` of a tensor that requires grad (or of values without a
+  graph) has no graph; ``torch.as_tensor(t)`` is ``t`` itself; ``torch.from_numpy(a)`` has none;
+- lists built by ``append``: ``losses = []; losses.append(loss)`` is a list of losses;
+- what functions return (``FunctionInfo.returns``), and whether the file may freeze parameters
+  (then a module's output need not require grad).
+
+The torch spellings are data in ``torch_api``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+import libcst as cst
+
+from torchlint.analysis import torch_api as api
+from torchlint.analysis.names import dotted_name
+from torchlint.analysis.values import NUMBER, UNKNOWN, Kind, Value, join
+
+if TYPE_CHECKING:
+    from torchlint.analysis.scopes import FunctionInfo
+
+_MODULE_OUTPUT = frozenset({"model-output"})
+# Receivers whose ``requires_grad = False`` may freeze a module's parameters.
+_MAY_FREEZE = frozenset({Kind.MODULE, Kind.LEAF, Kind.UNKNOWN, Kind.OBJECT, Kind.COLLECTION})
+
+
+class ValueFacts:
+    """Mixin of ``Analyzer`` (uses its ``value_of``, ``qualify``, ``scope``, ``_derived`` ...)."""
+
+    def _init_facts(self) -> None:
+        # id(module call node) -> the ``forward`` of this file's module class it runs.
+        self._forwards: dict[int, FunctionInfo] = {}
+        self._may_freeze = False
+
+    # ------------------------------------------------------------ questions
+    def forward_returns(self, value: Value) -> Value:
+        """For the output of a module class defined in this file (``model(x)``): the join of what
+        its ``forward`` returns.  Only complete once the file is analysed: ask from ``when=``/``finish``."""
+        forward = self._forwards.get(id(value.origin)) if value.origin is not None else None
+        if forward is None or not forward.returns:
+            return UNKNOWN
+        joined = forward.returns[0]
+        for returned in forward.returns[1:]:
+            joined = join(joined, returned)
+        return joined
+
+    def is_softmax_output(self, value: Value) -> bool:
+        """``value`` is a softmax output (for a module of this file: ask once the file is analysed)."""
+        return "softmax" in value.tags or "softmax" in self.forward_returns(value).tags
+
+    def torch_class(self, value: Value) -> str | None:
+        """The torch class (``torch.nn.CrossEntropyLoss``) a MODULE/OPTIMIZER value was built from."""
+        origin = value.origin
+        if value.kind in (Kind.MODULE, Kind.OPTIMIZER) and type(origin) is cst.Call:
+            return self.qualify(origin.func)  # type: ignore[attr-defined]
+        return None
+
+    def requires_grad_when_run(self, value: Value) -> Callable[[], bool] | None:
+        """For a value the analysis says requires grad (or holds such tensors), used here: None
+        when it certainly does not at this point (grad mode statically off), else a condition
+        to ask once the file is analysed -- some caller runs this point in grad mode, and a
+        module's output is not from a file that freezes parameters (then it may be a leaf)."""
+        mode = self.grad_mode
+        if mode.statically_disabled:
+            return None
+        module_output = value.tagged_within(_MODULE_OUTPUT)
+        return lambda: not mode.is_disabled() and not (module_output and self._may_freeze)
+
+    @property
+    def parameters_may_be_frozen(self) -> bool:
+        """Something in the file sets ``requires_grad`` to False (or to a non-literal) on a module,
+        parameter or unknown value: a module's output may then not require grad.  Complete once
+        the file is analysed."""
+        return self._may_freeze
+
+    # ------------------------------------------------------------ value rules (called by Analyzer)
+    def _torch_call_fact(self, node: cst.Call, qualified: str) -> Value | None:
+        """The value of a torch call these facts know better than the generic rules, or None."""
+        if qualified in api.SOFTMAX_FUNCTIONS:
+            return self._softmax_of([self.value_of(a.value) for a in node.args if a.keyword is None], node)
+        if qualified in api.COPY_CONSTRUCTORS:
+            return self._copy_value(node)
+        if qualified in api.SHARING_CONSTRUCTORS:
+            data = data_argument(node)
+            if data is not None and self.value_of(data).is_tensor and _keyword(node, "requires_grad") is None:
+                return self._derived([self.value_of(data)], node)  # the tensor itself, or a conversion
+            return None
+        if qualified in api.FROM_NUMPY_FUNCTIONS:
+            return Value(Kind.PLAIN, node, tags=frozenset({"factory", "detached"}))
+        if qualified in api.SOFTMAX_MODULES:
+            return Value(Kind.MODULE, node, tags=frozenset({"parameterless", "softmax-output"}))
+        if qualified in api.SEQUENTIAL_MODULES:
+            layers = [arg.value for arg in node.args if arg.keyword is None]
+            if node.args and not node.args[-1].star and layers and layers[-1] is node.args[-1].value:
+                last = self.value_of(layers[-1])
+                if last.kind is Kind.MODULE and "softmax-output" in last.tags:
+                    return Value(Kind.MODULE, node, tags=frozenset({"softmax-output"}))
+        return None
+
+    def _softmax_of(self, inputs: list[Value], node: cst.CSTNode) -> Value:
+        return self._derived(inputs, node).tagged("softmax")
+
+    def _copy_value(self, node: cst.Call) -> Value | None:
+        """``torch.tensor(data)``: a new tensor without history.  It has no graph when its data
+        had one (a graph-cut copy) or had lost it (``.item()``, ``.detach()``, NumPy)."""
+        data = data_argument(node)
+        if data is None:
+            return None
+        source = self.value_of(data)
+        requires_grad = _keyword(node, "requires_grad")
+        if requires_grad is not None:
+            flag = requires_grad.value
+            if type(flag) is cst.Name and flag.value == "True":
+                return Value(Kind.LEAF, node, tags=frozenset({"factory"}))
+            if not (type(flag) is cst.Name and flag.value == "False"):
+                return UNKNOWN
+        if source.carries_grad or _without_graph(source):
+            return Value(Kind.PLAIN, node, tags=frozenset({"factory", "detached"}))
+        return None
+
+
+    def _method_call_fact(self, node: cst.Call, method: str, receiver: Value) -> Value | None:
+        """``x.softmax(dim)`` (on any receiver that is not a module or object of this file);
+        ``t.size()``, ``t.dim()``, ``t.numel()`` ... of a tensor are numbers, not tensors."""
+        if method in api.SOFTMAX_METHODS and receiver.kind not in (Kind.MODULE, Kind.OBJECT):
+            return self._softmax_of([receiver], node)
+        if method in api.METADATA_METHODS and receiver.is_tensor:
+            return NUMBER
+        return None
+
+    def _module_output_fact(self, node: cst.Call, module: Value, output: Value) -> Value:
+        """Tag what calling ``module`` returns; remember which ``forward`` of this file it runs."""
+        if "softmax-output" in module.tags:
+            return output.tagged("softmax")
+        if module.cls is not None:
+            forward = module.cls.method("forward")
+            if forward is not None:
+                self._forwards[id(node)] = forward
+        return output
+
+    # ------------------------------------------------------------ state changes
+    def _note_return(self, node: cst.Return) -> None:
+        """Record what ``return`` gives in ``FunctionInfo.returns`` (the file's own analysis only;
+        the analyzers that summarise helpers keep theirs)."""
+        function = self.function
+        if function is not None:
+            function.returns.append(self.value_of(node.value) if node.value is not None else UNKNOWN)
+
+    def _note_append(self, node: cst.Call, func: cst.Attribute) -> None:
+        """``xs.append(v)``: the list named ``xs`` now also holds ``v``."""
+        if func.attr.value not in api.APPEND_METHODS or len(node.args) != 1 or node.args[0].keyword is not None:
+            return
+        key = dotted_name(func.value)
+        if key is None:
+            return
+        current = self.value_of_key(key)
+        if current.kind is not Kind.COLLECTION or current.items is not None:
+            return
+        added = self.value_of(node.args[0].value)
+        element = added if "empty" in current.tags else join(current.element, added)
+        self.scope.bind(key, Value(Kind.COLLECTION, current.origin, element=element))
+
+    def _forget_guarded(self, test: cst.BaseExpression) -> None:
+        """``if loss.requires_grad:`` / ``if y.grad_fn is not None:``: the body runs only when the
+        run decides so; there the tested names hold what the run says (unknown), not what the
+        analysis guessed.  (The ``else`` branch starts from the state before the test.)"""
+        for key in _guarded_keys(test):
+            self.scope.bind(key, UNKNOWN)
+
+    def _note_requires_grad_flag(self, receiver: cst.BaseExpression, flag: bool | None) -> None:
+        """``x.requires_grad = False`` / ``x.requires_grad_(flag)``: parameters may get frozen."""
+        if flag is not True and self.value_of(receiver).kind in _MAY_FREEZE:
+            self._may_freeze = True
+
+
+def data_argument(node: cst.Call) -> cst.BaseExpression | None:
+    """The data a tensor constructor is given: its first positional argument or ``data=``."""
+    for arg in node.args:
+        if (arg.keyword is None and not arg.star) or (arg.keyword is not None and arg.keyword.value == "data"):
+            return arg.value
+    return None
+
+
+def _keyword(node: cst.Call, name: str) -> cst.Arg | None:
+    for arg in node.args:
+        if arg.keyword is not None and arg.keyword.value == name:
+            return arg
+    return None
+
+
+def _without_graph(value: Value) -> bool:
+    """A value that lost its graph: a detached tensor, a number from ``.item()``/``float()``/NumPy,
+    or a list of those."""
+    if value.kind is Kind.COLLECTION:
+        return value.element is not None and _without_graph(value.element)
+    return value.kind in (Kind.PLAIN, Kind.NUMBER) and "detached" in value.tags
+
+
+# ``x.requires_grad`` / ``x.grad_fn`` / ``x.is_leaf`` in a branch condition: the code asks the run.
+_GRAPH_QUESTIONS = frozenset({"requires_grad", "grad_fn", "is_leaf"})
+
+
+def _guarded_keys(test: cst.BaseExpression) -> list[str]:
+    if type(test) is cst.Attribute:
+        key = dotted_name(test.value) if test.attr.value in _GRAPH_QUESTIONS else None
+        return [key] if key is not None else []
+    if type(test) is cst.BooleanOperation:
+        return _guarded_keys(test.left) + _guarded_keys(test.right)
+    if type(test) is cst.UnaryOperation:
+        return _guarded_keys(test.expression)
+    if type(test) is cst.Comparison:
+        return _guarded_keys(test.left)
+    return []

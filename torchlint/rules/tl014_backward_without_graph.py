@@ -1,0 +1,54 @@
+"""TL014 backward-without-graph: ``backward()`` on a value that has no autograd graph."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from torchlint import fixes
+from torchlint.analysis import Value
+from torchlint.analysis import torch_api as api
+from torchlint.analysis.events import EventKind
+from torchlint.rule import Rule
+
+_M3 = "element 0 of tensors does not require grad and does not have a grad_fn"
+_BACKPROPAGATING = frozenset({EventKind.BACKWARD, EventKind.GRAD})
+
+
+class BackwardWithoutGraph(Rule):
+    code = "TL014"
+    name = "backward-without-graph"
+    summary = (
+        "`backward()` on a value that has no graph (computed under no_grad, or from `.item()`, `.detach()`, "
+        "NumPy, `torch.tensor(...)`): always raises"
+    )
+    default = False  # precision on real code below the bar: see the rule's page
+    tokens = ("backward", "autograd")
+
+    def visit_Call(self, node: cst.Call) -> None:
+        event = self.ctx.autograd_event(node)
+        if event is None or event.kind not in _BACKPROPAGATING or event.subject is None:
+            return
+        value = self.ctx.value_of(event.subject)
+        if not value.has_no_graph:
+            return
+        subject = fixes.source_of(event.subject)
+        call = "`torch.autograd.grad`" if event.kind is EventKind.GRAD else "`backward()`"
+        self.report(
+            node,
+            f"`{subject}` has no autograd graph ({self._why(value)}): {call} raises '{_M3}'; compute it "
+            "from tensors that carry the graph (setting `requires_grad` on it trains nothing)",
+        )
+
+    def _why(self, value: Value) -> str:
+        origin = value.origin
+        if type(origin) is cst.Call:
+            qualified = self.ctx.qualify(origin.func)
+            if qualified in api.COPY_CONSTRUCTORS:
+                return f"`{fixes.source_of(origin)}` is a new tensor without history"
+            if qualified in api.FROM_NUMPY_FUNCTIONS:
+                return "it is made from a NumPy array"
+            if type(origin.func) is cst.Attribute and origin.func.attr.value == "detach":
+                return "it comes from `.detach()`"
+        if self.ctx.grad_mode.statically_disabled:
+            return "it is computed under `torch.no_grad()`/`inference_mode()`"
+        return "it is computed under `torch.no_grad()` or from values without a graph"

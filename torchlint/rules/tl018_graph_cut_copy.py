@@ -1,0 +1,77 @@
+"""TL018 graph-cut-copy: ``torch.tensor(t)`` of a tensor that requires grad copies it without history."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from torchlint import fixes
+from torchlint.analysis import Value
+from torchlint.analysis import torch_api as api
+from torchlint.analysis.facts import data_argument
+from torchlint.analysis.values import ASSUMED_TAGS
+from torchlint.rule import Fix, FixSafety, Rule
+
+_WARNING = "To copy construct from a tensor, it is recommended to use sourceTensor.detach().clone()"
+_LIST_WARNING = "Converting a tensor with requires_grad=True to a scalar may lead to unexpected behavior"
+# Keywords of `torch.tensor` a fix can hand to `.to(...)`.
+_CONVERSION_KEYWORDS = frozenset({"dtype", "device"})
+
+
+class GraphCutCopy(Rule):
+    code = "TL018"
+    name = "graph-cut-copy"
+    summary = "`torch.tensor(t)` of a tensor that requires grad: a copy without history, gradients stop there"
+    default = False  # precision on real code below the bar: see the rule's page
+    fix_safety = FixSafety.UNSAFE
+    tokens = ("tensor(",)
+
+    def visit_Call(self, node: cst.Call) -> None:
+        if self.ctx.qualify(node.func) not in api.COPY_CONSTRUCTORS:
+            return
+        data = data_argument(node)
+        if data is None:
+            return
+        value = self.ctx.value_of(data)
+        if not value.carries_grad or value.tagged_within(ASSUMED_TAGS):
+            return
+        condition = self.ctx.requires_grad_when_run(value)
+        if condition is None:
+            return
+        name = fixes.source_of(data)
+        copy = fixes.source_of(node.func)
+        if value.is_tensor:
+            message = (
+                f"`{name}` requires grad: `{copy}(...)` copies it without history (UserWarning '{_WARNING}'), "
+                f"so no gradient flows back through it; use `{name}` itself (`.to(dtype)` for a conversion) "
+                "or, to cut it on purpose, `.detach().clone()`"
+            )
+        else:
+            message = (
+                f"`{name}` holds tensors that require grad: `{copy}(...)` converts each to a Python number "
+                f"(UserWarning '{_LIST_WARNING}'), so no gradient flows back through them; use `torch.stack(...)`"
+                " to keep the graph, or `.item()` values to record numbers"
+            )
+        self.report(
+            node,
+            message,
+            self._fix(node, data, value),
+            when=condition,
+        )
+
+    def _fix(self, node: cst.Call, data: cst.BaseExpression, value: Value) -> Fix | None:
+        """``torch.tensor(t)`` -> ``t``; with ``dtype=``/``device=`` -> ``t.to(dtype=..., device=...)``;
+        a list literal of tensors -> ``torch.stack([...])``."""
+        keywords = [arg for arg in node.args if arg.keyword is not None]
+        positional = [arg for arg in node.args if arg.keyword is None]
+        if len(positional) != 1 or positional[0].star or any(a.keyword.value not in _CONVERSION_KEYWORDS for a in keywords):
+            return None
+        if value.is_tensor:
+            kept: cst.BaseExpression = fixes.atom(data)  # the call may sit inside a larger expression
+        elif type(data) is cst.List and self.ctx.torch_name is not None:
+            stack = cst.Attribute(value=cst.Name(self.ctx.torch_name), attr=cst.Name("stack"))
+            kept = cst.Call(func=stack, args=[cst.Arg(data)])
+        else:
+            return None
+        if keywords:
+            kept = fixes.method_call(kept, "to", keywords)
+        return fixes.replace("use the tensor itself (keeps the graph)", node, kept)

@@ -1,0 +1,114 @@
+"""TL019 softmax-before-cross-entropy: a cross-entropy (or NLL) loss fed softmax probabilities."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from torchlint import fixes
+from torchlint.analysis import Kind
+from torchlint.analysis import torch_api as api
+from torchlint.rule import Fix, FixSafety, Rule
+
+_LOGITS = "logits"
+_LOG_PROBABILITIES = "log-probabilities"
+
+
+class SoftmaxBeforeCrossEntropy(Rule):
+    code = "TL019"
+    name = "softmax-before-cross-entropy"
+    summary = "Cross-entropy of softmax outputs (or `nll_loss` of probabilities): the loss plateaus, training stalls"
+    default = False  # precision on real code below the bar: see the rule's page
+    fix_safety = FixSafety.UNSAFE
+    tokens = ("cross_entropy", "CrossEntropyLoss", "nll_loss", "NLLLoss")
+
+    def visit_Call(self, node: cst.Call) -> None:
+        expects = self._expected_input(node)
+        if expects is None:
+            return
+        argument = _input_argument(node)
+        if argument is None:
+            return
+        if expects == _LOG_PROBABILITIES and _unreduced(node):
+            # `nll_loss(probs, y, reduction="none")` is -probs[i, y[i]]: a gather, used on purpose
+            # (focal-loss code computes 1 - p_t this way).
+            return
+        value = self.ctx.value_of(argument)
+        loss = fixes.source_of(node.func)
+        torch_class = self.ctx.torch_class(self.ctx.value_of(node.func))
+        if torch_class is not None and type(node.func) is not cst.Call:
+            loss += f"` (`{torch_class.rsplit('.', 1)[-1]}`)"
+        else:
+            loss += "`"
+        if expects == _LOGITS:
+            message = (
+                f"`{loss} applies log-softmax itself: given softmax probabilities it takes a softmax twice, "
+                "the loss cannot fall below a floor (1.46 for 10 classes) and training stalls; pass the logits"
+            )
+        else:
+            message = (
+                f"`{loss} expects log-probabilities: given softmax probabilities it minimises -p instead of "
+                "-log p and training stalls; use `log_softmax`"
+            )
+        if "softmax" in value.tags:
+            self.report(node, message, _fix(self.ctx, argument, expects))
+        elif "model-output" in value.tags:
+            # A module of this file: its forward is analysed later (or already was).
+            self.report(node, message.replace("softmax probabilities", "the output of a model ending in softmax", 1),
+                        when=lambda: self.ctx.is_softmax_output(value))
+
+    def _expected_input(self, node: cst.Call) -> str | None:
+        qualified = self.ctx.qualify(node.func)
+        if qualified in api.LOGIT_LOSS_FUNCTIONS:
+            return _LOGITS
+        if qualified in api.LOG_PROBABILITY_LOSS_FUNCTIONS:
+            return _LOG_PROBABILITIES
+        callee = self.ctx.value_of(node.func)
+        if callee.kind is not Kind.MODULE:
+            return None
+        torch_class = self.ctx.torch_class(callee)
+        if torch_class in api.LOGIT_LOSS_MODULES:
+            return _LOGITS
+        if torch_class in api.LOG_PROBABILITY_LOSS_MODULES:
+            return _LOG_PROBABILITIES
+        return None
+
+
+def _unreduced(node: cst.Call) -> bool:
+    for arg in node.args:
+        if arg.keyword is not None and arg.keyword.value == "reduction":
+            return type(arg.value) is cst.SimpleString and arg.value.evaluated_value == "none"
+    return False
+
+
+def _input_argument(node: cst.Call) -> cst.BaseExpression | None:
+    for arg in node.args:
+        if arg.keyword is not None and arg.keyword.value == "input":
+            return arg.value
+    for arg in node.args:
+        if arg.keyword is None:
+            return None if arg.star else arg.value
+    return None
+
+
+def _fix(ctx: object, argument: cst.BaseExpression, expects: str) -> Fix | None:
+    """For a softmax written inline in the loss call: drop it (cross-entropy) or make it a
+    ``log_softmax`` (NLL).  A softmax bound to a name may have other uses: no fix."""
+    if type(argument) is not cst.Call:
+        return None
+    func = argument.func
+    qualified = ctx.qualify(func)  # type: ignore[attr-defined]
+    if qualified in api.SOFTMAX_FUNCTIONS and type(func) in (cst.Attribute, cst.Name):
+        logits = next((a.value for a in argument.args if a.keyword is None and not a.star), None)
+    elif type(func) is cst.Attribute and func.attr.value in api.SOFTMAX_METHODS:
+        logits = func.value
+    else:
+        return None
+    if logits is None:
+        return None
+    if expects == _LOGITS:
+        return fixes.replace("drop the softmax (the loss applies log-softmax itself)", argument, logits)
+    renamed = cst.Name(api.LOG_SOFTMAX_NAME)
+    new_func = func.with_changes(attr=renamed) if type(func) is cst.Attribute else None
+    if new_func is None:
+        return None  # `from torch.nn.functional import softmax`: `log_softmax` may not be imported
+    return fixes.replace("use `log_softmax`", func, new_func)
