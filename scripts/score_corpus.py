@@ -312,6 +312,10 @@ def main(argv: list[str] | None = None) -> int:
     files: dict[Path, CachedFile] = {}
     missing: list[Case] = []
     drifted: list[tuple[Case, str | None]] = []
+    unlocatable = [case for case in cases if case.repo.startswith("search-index:")]
+    if unlocatable:  # a search-index hit names no repository: it cannot be fetched again
+        print(f"{len(unlocatable)} cases name only a search-index id (no repository): not scored")
+        cases = [case for case in cases if case not in unlocatable]
     for case in cases:
         case.file = cache_path(args.cache, case.repo, case.commit, case.path).resolve()
         cached = files.setdefault(case.file, CachedFile(case.file))

@@ -96,20 +96,9 @@ _TORCH_IMPORT = re.compile(r"^[ \t]*(?:import|from)[ \t]+torch\b", re.MULTILINE)
 
 def _other_framework_only(source: str) -> bool:
     """The file imports another autograd framework and not torch."""
+    if not any(name in source for name in api.OTHER_AUTOGRAD_FRAMEWORKS):
+        return False
     return bool(_OTHER_FRAMEWORK_IMPORT.search(source)) and not _TORCH_IMPORT.search(source)
-
-
-class _CallCounter(cst.CSTVisitor):
-    """How many calls name each function or method, by its last name."""
-
-    def __init__(self) -> None:
-        self.counts: dict[str, int] = {}
-
-    def visit_Call(self, node: cst.Call) -> None:
-        func = node.func
-        name = func.value if type(func) is cst.Name else func.attr.value if type(func) is cst.Attribute else None
-        if name is not None:
-            self.counts[name] = self.counts.get(name, 0) + 1  # type: ignore[arg-type]
 
 
 # Tags of a gradient (``p.grad``) and of a value computed from one (``lr * p.grad``).
@@ -154,7 +143,7 @@ class Analyzer(ValueFacts, cst.CSTVisitor):
         self.loops: list[cst.For | cst.While] = []
         # Enclosing compound statements (if/for/while/try/with) of the current function body.
         self.compound: list[cst.CSTNode] = []
-        self._grad_reads_enabled = ".grad" in source and not _other_framework_only(source)
+        self._grad_reads_enabled = ".grad" in source  # (and torch's: see ``run``)
         self._grad_reads: list[set[str]] = [set()]
         self._block_hooks: list[tuple[cst.CSTNode, list[Callable[[cst.CSTNode], None]]]] = []
         self._branch_states: list[dict[str, object]] = []
@@ -183,6 +172,7 @@ class Analyzer(ValueFacts, cst.CSTVisitor):
         self._hooks = self._walker = None
 
     def run(self) -> None:
+        self._grad_reads_enabled = self._grad_reads_enabled and not _other_framework_only(self.source)
         if self._grad_reads_enabled:
             collector = _GradReadCollector()
             for statement in self.module.body:
@@ -425,11 +415,11 @@ class Analyzer(ValueFacts, cst.CSTVisitor):
             if func.value in ("list", "tuple", "sorted", "reversed") and node.args:
                 inner = self.value_of(node.args[0].value)
                 return inner if inner.kind is Kind.COLLECTION else UNKNOWN
-        helper = self._resolve_callee(func)
-        if helper is not None and helper.name != "__init__":
-            return summaries.returned_value(self, helper, node)
         if type(func) is cst.Attribute:
             return self._value_of_method_call(node, func)
+        helper = self._resolve_callee(func)  # (a Name: a scope lookup)
+        if helper is not None and helper.name != "__init__":
+            return summaries.returned_value(self, helper, node)
         callee = self.value_of(func)
         if callee.kind is Kind.MODULE:
             return self._value_of_module_call(node, callee)
@@ -510,6 +500,9 @@ class Analyzer(ValueFacts, cst.CSTVisitor):
             submodule = self._value_Attribute(func)
             if submodule.kind is Kind.MODULE:  # `self.lin(x)`: calling a submodule, not a method
                 return self._value_of_module_call(node, submodule)
+            helper = receiver.cls.method(method) if receiver.cls is not None else None
+            if helper is not None and method != "__init__":  # `self.make_optimizer()`
+                return summaries.returned_value(self, helper, node)
         if receiver.kind is Kind.MODULE:
             if method in api.MODULE_SELF_METHODS:
                 return receiver
@@ -1079,7 +1072,7 @@ class Analyzer(ValueFacts, cst.CSTVisitor):
         sites = info.call_arguments
         if not sites or any(site is None for site in sites):
             return {}
-        if len(sites) != self._call_sites_in_file().get(info.name, 0):
+        if len(sites) != self._call_site_count(info.name):
             return {}  # some call sites are analysed later, or are not calls we resolve
         agreed: dict[str, Value] = {}
         for name in set.intersection(*(set(site) for site in sites if site is not None)):
@@ -1090,14 +1083,18 @@ class Analyzer(ValueFacts, cst.CSTVisitor):
                 agreed[name] = value
         return agreed
 
-    def _call_sites_in_file(self) -> dict[str, int]:
-        """How many calls name each function (``f(...)``, ``x.f(...)``): counted once per file,
-        only when a helper is handed something worth following."""
-        if self._call_counts is None:
-            counter = _CallCounter()
-            self._walk(self.module, counter)
-            self._call_counts = counter.counts
-        return self._call_counts
+    def _call_site_count(self, name: str) -> int:
+        """How many calls name the function in the source (``f(...)``, ``x.f(...)``), counted
+        from the text: comments and strings only add to it (then no call-site binding)."""
+        counts = self._call_counts
+        if counts is None:
+            counts = self._call_counts = {}
+        if name not in counts:
+            escaped = re.escape(name)
+            calls = len(re.findall(rf"(?<![\w]){escaped}\s*\(", self.source))
+            definitions = len(re.findall(rf"\bdef\s+{escaped}\s*\(", self.source))
+            counts[name] = calls - definitions
+        return counts[name]
 
     # ------------------------------------------------------------ call graph
     # Runs for every call: exact type tests, not ``isinstance`` (slow on libcst's ABCs).

@@ -14,27 +14,32 @@ from typing import TYPE_CHECKING
 import libcst as cst
 
 from torchlint.analysis.values import UNKNOWN, Kind, Value, join
+from torchlint.analysis.walk import scan
 
 if TYPE_CHECKING:
     from torchlint.analysis.analyzer import Analyzer
     from torchlint.analysis.scopes import FunctionInfo
 
 # Helpers calling helpers: how deep summaries go before answering unknown.
-MAX_SUMMARY_DEPTH = 3
+MAX_SUMMARY_DEPTH = 2
+# Helper bodies analysed per file at the most (a model file calls its methods a lot).
+MAX_SUMMARIES_PER_FILE = 64
 _UNKNOWN_RETURN = UNKNOWN
 
 
 def returned_value(caller: Analyzer, info: FunctionInfo, call: cst.Call) -> Value:
     """The value ``call`` (a call of ``info``) returns at the caller's current point."""
-    if caller.summary_depth >= MAX_SUMMARY_DEPTH or info.node.asynchronous is not None:
-        return UNKNOWN
-    if any(_yields(statement) for statement in _statements(info.node)):
+    if caller.summary_depth >= MAX_SUMMARY_DEPTH or info.node.asynchronous is not None or info.name == "forward":
+        return UNKNOWN  # (a module's forward: calling the module is how its output is known)
+    if _is_generator(info):
         return UNKNOWN  # a generator returns a generator
     passed = caller.arguments_passed(call, info) or {}
     signature = (id(info), caller.grad_mode.fixed, tuple(sorted((k, v.kind.value) for k, v in passed.items())))
     cache = caller.summaries
     if signature in cache:
         return cache[signature]
+    if len(cache) >= MAX_SUMMARIES_PER_FILE:
+        return UNKNOWN
     cache[signature] = UNKNOWN  # recursion: no information from this path
     from torchlint.analysis.analyzer import Analyzer
 
@@ -54,12 +59,14 @@ def join_returns(values: list[Value]) -> Value:
     return result if result.kind is not Kind.UNKNOWN else UNKNOWN
 
 
-def _statements(node: cst.FunctionDef) -> list[cst.CSTNode]:
-    body = node.body
-    return list(body.body) if isinstance(body, cst.IndentedBlock) else [body]
+_GENERATORS: dict[int, tuple[cst.FunctionDef, bool]] = {}
 
 
-def _yields(node: cst.CSTNode) -> bool:
+def _is_generator(info: FunctionInfo) -> bool:
+    """Whether the body yields (nested functions aside); walked once per function."""
+    known = _GENERATORS.get(id(info.node))
+    if known is not None and known[0] is info.node:
+        return known[1]
     found = False
 
     class Finder(cst.CSTVisitor):
@@ -73,5 +80,8 @@ def _yields(node: cst.CSTNode) -> bool:
         def visit_Lambda(self, _: cst.Lambda) -> bool:
             return False
 
-    node.visit(Finder())
+    scan(info.node.body, Finder())
+    if len(_GENERATORS) > 4096:
+        _GENERATORS.clear()
+    _GENERATORS[id(info.node)] = (info.node, found)
     return found

@@ -62,8 +62,8 @@ class NonleafParameter(Rule):
         .to(dev)`` then ``loss = loss + l`` (seen in real code: YOLOLogic,
         RegionProposalGenerator).  ``w -= lr * w.grad`` uses it as a leaf."""
         key = dotted_name(target)
-        if key is not None and not self.ctx.mentions_gradient(value):
-            self._unused_creations.pop(key, None)
+        if key in self._unused_creations and not self.ctx.mentions_gradient(value):
+            del self._unused_creations[key]
 
     def _check_creation(self, target: cst.BaseExpression, value: cst.BaseExpression) -> None:
         if isinstance(value, cst.Tuple) and isinstance(target, cst.Tuple) and len(target.elements) == len(value.elements):

@@ -40,6 +40,8 @@ class _Step:
 class _Zeroing:
     call: cst.CSTNode
     key: str | None  # what is zeroed: an optimizer or a module, as written
+    # ids of the loops and the function around it: which bodies it can be in.
+    within: frozenset[int] = frozenset()
 
 
 class StepOrder(Rule):
@@ -68,7 +70,9 @@ class StepOrder(Rule):
         if event is None:
             return
         if event.kind is EventKind.ZERO_GRAD and event.subject is not None:
-            self._zeroings.append(_Zeroing(node, fixes.source_of(event.subject)))
+            function = self.ctx.function
+            around = [*self.ctx.loops, *([function.node] if function is not None else [])]
+            self._zeroings.append(_Zeroing(node, fixes.source_of(event.subject), frozenset(map(id, around))))
         elif event.kind is EventKind.STEP and event.subject is not None and not self._has_closure(node, event.subject):
             subject = event.subject
             self._steps.append(_Step(node, body, fixes.source_of(subject), self._covered_modules(subject),
@@ -93,6 +97,8 @@ class StepOrder(Rule):
             self._judge(step)
 
     def _judge(self, step: _Step) -> None:
+        if not any(id(step.body) in z.within for z in self._zeroings):
+            return  # every finding needs a zeroing in the same body (and the flow costs a walk)
         flow = self.ctx.flow(step.body)
         backwards = [b for b in self._log.backwards if flow.contains(b)]
         if not backwards:
