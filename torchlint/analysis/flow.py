@@ -29,6 +29,11 @@ _LOOPS = (cst.For, cst.While)
 _COMPREHENSIONS = (cst.ListComp, cst.SetComp, cst.GeneratorExp, cst.DictComp)
 _SEPARATE = (cst.FunctionDef, cst.Lambda, cst.ClassDef)  # bodies that run at another time
 _EXITS = (cst.Continue, cst.Break, cst.Return, cst.Raise)
+# (exact type tests in the index walk: ``isinstance`` on libcst's ABCs is slow, and no node
+# class derives from these)
+_EXIT_TYPES = frozenset(_EXITS)
+_SEPARATE_TYPES = frozenset(_SEPARATE)
+_RETURN_OR_RAISE = frozenset({cst.Return, cst.Raise})
 
 
 @dataclass(frozen=True)
@@ -108,22 +113,23 @@ class Flow:
             place = Place(order, frames)
             self._places[id(node)] = place
             order += 1
-            if isinstance(node, _EXITS):
-                leaves = isinstance(node, (cst.Return, cst.Raise)) or not place.in_nested_loop
+            kind = type(node)
+            if kind in _EXIT_TYPES:
+                leaves = kind in _RETURN_OR_RAISE or not place.in_nested_loop
                 self._exits.append((place.order, leaves))
-            if isinstance(node, _SEPARATE) and node is not body:
+            if kind in _SEPARATE_TYPES and node is not body:
                 continue
             pending: list[tuple[cst.CSTNode, tuple[Frame, ...]]] = []
-            for name in visited_fields(type(node)):
+            for name in visited_fields(kind):
                 value = getattr(node, name)
                 if value is None:
                     continue
                 frame = _frame(node, name)
                 inner = frames + (frame,) if frame is not None else frames
-                items = value if type(value) in (tuple, list) else (value,)
-                for item in items:
-                    if isinstance(item, cst.CSTNode):
-                        pending.append((item, inner))
+                if type(value) in (tuple, list):
+                    pending.extend((item, inner) for item in value if isinstance(item, cst.CSTNode))
+                elif isinstance(value, cst.CSTNode):
+                    pending.append((value, inner))
             stack.extend(reversed(pending))  # pre-order: first child first
 
     # ------------------------------------------------------------ questions
