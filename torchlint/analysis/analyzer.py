@@ -1104,7 +1104,7 @@ class Analyzer(ValueFacts, cst.CSTVisitor):
         callee = self._resolve_callee(node.func)
         if callee is not None:
             callee.call_modes.append(self.grad_mode)
-            callee.call_arguments.append(self._arguments_passed(node, callee))
+            callee.call_arguments.append(self.arguments_passed(node, callee))
         elif type(node.func) is cst.Attribute:
             name = node.func.attr.value
             if not name.startswith("__"):  # `super().__init__()` runs another class's method
@@ -1114,7 +1114,7 @@ class Analyzer(ValueFacts, cst.CSTVisitor):
             forward = module.cls.method("forward") if module.kind is Kind.MODULE and module.cls else None
             if forward is not None:
                 forward.call_modes.append(self.grad_mode)
-                forward.call_arguments.append(self._arguments_passed(node, forward))
+                forward.call_arguments.append(self.arguments_passed(node, forward))
         for arg in node.args:
             # A function handed to someone else may be called in any mode.
             if type(arg.value) in _NAME_OR_ATTRIBUTE:
@@ -1154,9 +1154,6 @@ class Analyzer(ValueFacts, cst.CSTVisitor):
         self._note_return(node)  # the file's own analysis: what each function returns (facts.py)
 
     def arguments_passed(self, call: cst.Call, callee: FunctionInfo) -> dict[str, Value] | None:
-        return self._arguments_passed(call, callee)
-
-    def _arguments_passed(self, call: cst.Call, callee: FunctionInfo) -> dict[str, Value] | None:
         """Parameter name -> the value this call passes for it (None when ``*args`` /
         ``**kwargs`` hide which argument goes where)."""
         if any(arg.star for arg in call.args):

@@ -78,6 +78,8 @@ class FunctionInfo:
     # (``self.optim.step()``), shared by every method of that name; used when no call site
     # resolves to the method itself.
     unresolved_call_modes: list[GradMode] = field(default_factory=list)
+    # Whether the body yields (None: not looked at yet; see summaries.py).
+    is_generator: bool | None = None
     # What its ``return`` statements return, in the order analysed (complete after the file).
     returns: list[Value] = field(default_factory=list)
     _resolving: bool = False

@@ -24,7 +24,6 @@ if TYPE_CHECKING:
 MAX_SUMMARY_DEPTH = 2
 # Helper bodies analysed per file at the most (a model file calls its methods a lot).
 MAX_SUMMARIES_PER_FILE = 64
-_UNKNOWN_RETURN = UNKNOWN
 
 
 def returned_value(caller: Analyzer, info: FunctionInfo, call: cst.Call) -> Value:
@@ -59,29 +58,22 @@ def join_returns(values: list[Value]) -> Value:
     return result if result.kind is not Kind.UNKNOWN else UNKNOWN
 
 
-_GENERATORS: dict[int, tuple[cst.FunctionDef, bool]] = {}
-
-
 def _is_generator(info: FunctionInfo) -> bool:
     """Whether the body yields (nested functions aside); walked once per function."""
-    known = _GENERATORS.get(id(info.node))
-    if known is not None and known[0] is info.node:
-        return known[1]
-    found = False
+    if info.is_generator is None:
+        found = False
 
-    class Finder(cst.CSTVisitor):
-        def visit_Yield(self, _: cst.Yield) -> None:
-            nonlocal found
-            found = True
+        class Finder(cst.CSTVisitor):
+            def visit_Yield(self, _: cst.Yield) -> None:
+                nonlocal found
+                found = True
 
-        def visit_FunctionDef(self, _: cst.FunctionDef) -> bool:
-            return False
+            def visit_FunctionDef(self, _: cst.FunctionDef) -> bool:
+                return False
 
-        def visit_Lambda(self, _: cst.Lambda) -> bool:
-            return False
+            def visit_Lambda(self, _: cst.Lambda) -> bool:
+                return False
 
-    scan(info.node.body, Finder())
-    if len(_GENERATORS) > 4096:
-        _GENERATORS.clear()
-    _GENERATORS[id(info.node)] = (info.node, found)
-    return found
+        scan(info.node.body, Finder())
+        info.is_generator = found
+    return info.is_generator
