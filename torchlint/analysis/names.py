@@ -37,6 +37,24 @@ def dotted_expression(key: str) -> cst.Name | cst.Attribute:
     return expression
 
 
+def literal_bool(node: cst.BaseExpression | None) -> bool | None:
+    """``True`` / ``False`` written literally, else None."""
+    if isinstance(node, cst.Name) and node.value in ("True", "False"):
+        return node.value == "True"
+    return None
+
+
+def keyword_arg(call: cst.Call, name: str) -> cst.Arg | None:
+    for arg in call.args:
+        if arg.keyword is not None and arg.keyword.value == name:
+            return arg
+    return None
+
+
+def positional_args(call: cst.Call) -> list[cst.BaseExpression]:
+    return [arg.value for arg in call.args if arg.keyword is None and not arg.star]
+
+
 def _module_path(node: cst.BaseExpression | None) -> str:
     if node is None:
         return ""

@@ -1,0 +1,192 @@
+"""Bindings, mixed into the ``Analyzer``: what assignments, loops, comprehensions and in-place
+calls (``w.requires_grad_()``, ``w.detach_()``) bind names and ``self.x`` keys to.
+
+Bindings are applied when a statement is left, after the rules' hooks for it have run.
+"""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from torchlint.analysis.names import dotted_expression, dotted_name, literal_bool
+from torchlint.analysis.values import NUMBER, UNKNOWN, Kind, Value
+
+
+class Bindings:
+    """Mixin of ``Analyzer`` (uses its ``scope``, ``value_of``, ``loops``, ``grad_mode`` ...)."""
+
+    def made_leaf_in_loop(self, key: str, loop: cst.For | cst.While) -> bool:
+        """Whether the body of ``loop`` (so far) sets ``key.requires_grad`` / calls
+        ``key.requires_grad_()``: a value detached at the end of an iteration is made a leaf
+        again in the next one."""
+        return key in self._made_leaf_in_loop.get(id(loop), ())
+
+    # ------------------------------------------------------------ bindings
+    def _bind_target(self, target: cst.BaseExpression, value: Value, value_node: cst.BaseExpression | None) -> None:
+        if isinstance(target, (cst.Tuple, cst.List)):
+            elements = [e.value for e in target.elements]
+            if isinstance(value_node, (cst.Tuple, cst.List)) and len(value_node.elements) == len(elements):
+                for sub_target, sub_value in zip(elements, value_node.elements):
+                    self._bind_target(sub_target, self.value_of(sub_value.value), sub_value.value)
+            elif value.items is not None and len(value.items) == len(elements):
+                for sub_target, item in zip(elements, value.items):
+                    self._bind_target(sub_target, item, None)
+            else:
+                element = value.element if value.kind is Kind.COLLECTION and value.element else UNKNOWN
+                for sub_target in elements:
+                    self._bind_target(sub_target, element, None)
+            return
+        if isinstance(target, cst.StarredElement):
+            self._bind_target(target.value, UNKNOWN, None)
+            return
+        key = dotted_name(target)
+        if key is None:
+            return
+        if value.kind is Kind.NONLEAF and self.value_of_key(key).kind is Kind.LEAF:
+            value = value.tagged("rebound-leaf")  # TL001/TL003 territory
+        self.scope.bind(key, value)
+        function = self.scope.function
+        if self._summarising is not None:
+            return  # a look into a helper changes no class facts
+        if function is not None and function.cls is not None and key.startswith("self.") and key.count(".") == 1:
+            function.cls.record_attr(function.name, key[5:], value)
+
+    def _leave_Assign(self, node: cst.Assign) -> None:
+        value = self.value_of(node.value)
+        for target in node.targets:
+            if self._is_requires_grad_flag(target.target):
+                self._note_requires_grad_flag(target.target.value, literal_bool(node.value))  # type: ignore[attr-defined]
+                self._apply_requires_grad_flag(target.target, node.value)
+                continue
+            self._bind_target(target.target, value, node.value)
+
+    def _is_requires_grad_flag(self, target: cst.BaseExpression) -> bool:
+        return isinstance(target, cst.Attribute) and target.attr.value == "requires_grad"
+
+    def _apply_requires_grad_flag(self, target: cst.Attribute, flag_node: cst.BaseExpression) -> None:
+        key = dotted_name(target.value)
+        if key is not None:
+            self._set_requires_grad(key, literal_bool(flag_node), target)
+
+    def _set_requires_grad(self, key: str, flag: bool | None, node: cst.CSTNode) -> None:
+        """``x.requires_grad = flag`` / ``x.requires_grad_(flag)``.  Setting it on a tensor
+        of unknown origin only succeeds on a leaf, so afterwards ``x`` is a leaf that
+        requires grad; on a non-leaf it raises or is a no-op (TL005) and ``x`` stays as is."""
+        current = self.value_of_key(key)
+        if current.kind is Kind.UNKNOWN and "." in key:
+            # `layer.weight`: an attribute no statement bound, known from what it belongs to
+            current = self.value_of(dotted_expression(key))
+        if flag is True:
+            for loop in self.loops:
+                self._made_leaf_in_loop.setdefault(id(loop), set()).add(key)
+        if flag is True and (current.kind is Kind.PLAIN or (current.kind is Kind.UNKNOWN and not current.cls)):
+            self.scope.bind(key, Value(Kind.LEAF, node, tags=current.tags | {"requires_grad_"}))
+        elif flag is False and current.kind is Kind.LEAF:
+            self.scope.bind(key, Value(Kind.PLAIN, node))
+        elif flag is None and current.kind in (Kind.PLAIN, Kind.LEAF):
+            self.scope.bind(key, UNKNOWN)
+
+    def _leave_AnnAssign(self, node: cst.AnnAssign) -> None:
+        if node.value is not None:
+            self._bind_target(node.target, self.value_of(node.value), node.value)
+
+    def _leave_AugAssign(self, node: cst.AugAssign) -> None:
+        key = dotted_name(node.target)
+        if key is None:
+            return
+        current = self.value_of_key(key)
+        operand = self.value_of(node.value)
+        if current.kind is Kind.PLAIN and operand.requires_grad and not self.grad_mode.statically_disabled:
+            self.scope.bind(key, Value(Kind.NONLEAF, node))
+        elif current.kind is Kind.PLAIN and operand.kind is Kind.UNKNOWN and not self.grad_mode.statically_disabled:
+            self.scope.bind(key, UNKNOWN)  # `total = torch.zeros(1); total += loss_of(batch)`: may now require grad
+        elif current.kind is Kind.NUMBER:
+            self.scope.bind(key, self._derived([current, operand], node))
+
+    def _leave_NamedExpr(self, node: cst.NamedExpr) -> None:
+        self._bind_target(node.target, self.value_of(node.value), node.value)
+
+    def _leave_Del(self, node: cst.Del) -> None:
+        targets = node.target.elements if isinstance(node.target, (cst.Tuple, cst.List)) else [node.target]
+        for target in targets:
+            target_node = target.value if isinstance(target, cst.Element) else target
+            key = dotted_name(target_node)
+            if key is not None:
+                self.scope.bind(key, UNKNOWN)
+
+    def _leave_Call(self, node: cst.Call) -> None:
+        """In-place state changes of a named tensor: ``w.requires_grad_()``, ``w.detach_()``."""
+        func = node.func
+        if not isinstance(func, cst.Attribute):
+            return
+        method = func.attr.value
+        flag = (literal_bool(node.args[0].value) if node.args else True) if method == "requires_grad_" else None
+        if method == "requires_grad_":
+            self._note_requires_grad_flag(func.value, flag)
+        self._note_append(node, func)
+        key = dotted_name(func.value)
+        if key is None:
+            return
+        current = self.value_of_key(key)
+        if method == "requires_grad_":
+            self._set_requires_grad(key, flag, node)
+        elif method == "detach_" and current.is_tensor:
+            self.scope.bind(key, Value(Kind.PLAIN, node, tags=frozenset({"detached"})))
+        elif method == "retain_grad" and current.is_tensor:
+            self.scope.bind(key, current.tagged("retains-grad"))
+
+    def _bind_loop_target(self, target: cst.BaseExpression, iterable: cst.BaseExpression) -> None:
+        self._bind_target(target, self._element_of(iterable, target), None)
+
+    def _element_of(self, iterable: cst.BaseExpression, target: cst.BaseExpression) -> Value:
+        """What a loop over ``iterable`` binds to ``target`` on each iteration."""
+        if isinstance(iterable, cst.Call) and isinstance(iterable.func, cst.Name) and iterable.args:
+            wrapper = iterable.func.value
+            if wrapper == "enumerate" and isinstance(target, cst.Tuple) and len(target.elements) == 2:
+                item = self._element_of(iterable.args[0].value, target.elements[1].value)
+                return _pair(NUMBER, item)
+            if wrapper == "zip" and isinstance(target, cst.Tuple) and len(target.elements) == len(iterable.args):
+                items = [
+                    self._element_of(arg.value, element.value)
+                    for arg, element in zip(iterable.args, target.elements)
+                ]
+                return _tuple_of(items)
+            if wrapper in ("list", "tuple", "reversed", "sorted", "iter"):
+                return self._element_of(iterable.args[0].value, target)
+        collection = self.value_of(iterable)
+        if "named-parameters" in collection.tags and isinstance(target, cst.Tuple) and len(target.elements) == 2:
+            return _pair(UNKNOWN, Value(Kind.LEAF, iterable, tags=frozenset({"parameter"})))
+        if collection.kind is Kind.COLLECTION and collection.element is not None:
+            return collection.element
+        if (
+            collection.kind is Kind.UNKNOWN
+            and isinstance(target, cst.Name)
+            and target.value in self._grad_reads[-1]
+        ):
+            # ``for p in params: ... p.grad ...``: code that reads a loop variable's
+            # .grad iterates over leaves (a non-leaf's .grad is always None).
+            return Value(Kind.LEAF, target, tags=frozenset({"assumed-leaf"}))
+        return UNKNOWN
+
+    # ------------------------------------------------------------ comprehensions
+    def _enter_comprehension(self, node: cst.BaseComp) -> None:
+        self._comprehension_states.append(dict(self.scope.values))
+        comp: cst.CompFor | None = node.for_in
+        while comp is not None:
+            self._bind_loop_target(comp.target, comp.iter)
+            comp = comp.inner_for_in
+
+    def _leave_comprehension(self, node: cst.BaseComp) -> None:
+        self.scope.values = self._comprehension_states.pop()
+
+    _enter_ListComp = _enter_SetComp = _enter_DictComp = _enter_GeneratorExp = _enter_comprehension
+    _leave_ListComp = _leave_SetComp = _leave_DictComp = _leave_GeneratorExp = _leave_comprehension
+
+
+def _pair(first: Value, second: Value) -> Value:
+    return _tuple_of([first, second])
+
+
+def _tuple_of(items: list[Value]) -> Value:
+    """A fixed-size tuple value, bound element-wise by tuple targets (``for i, p in ...``)."""
+    return Value(Kind.COLLECTION, None, items=tuple(items))

@@ -1,0 +1,167 @@
+"""Statements, blocks and branches, mixed into the ``Analyzer``: the current statement, the
+enclosing loops and compound statements, hooks run at a block's end, and the joins of what
+names hold where branches (``if``, loops, ``try``) meet.
+"""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from torchlint.analysis.values import UNKNOWN, Kind, join_states
+
+
+class ControlFlow:
+    """Mixin of ``Analyzer`` (uses its ``scope``, ``value_of``, ``_bind_loop_target`` ...)."""
+
+    def runs_every_iteration(self, loop: cst.For | cst.While) -> bool:
+        """Whether the current point runs on every iteration of the enclosing ``loop``: nothing
+        but ``with`` blocks and loops over parameters (``for p in model.parameters()``) stands
+        between them (no ``if``, ``try`` or other inner loop)."""
+        for index, node in enumerate(self.compound):
+            if node is loop:
+                return all(
+                    type(inner) is cst.With or self._loops_over_parameters(inner)
+                    for inner in self.compound[index + 1 :]
+                )
+        return False
+
+    def _loops_over_parameters(self, node: cst.CSTNode) -> bool:
+        if type(node) is not cst.For:
+            return False
+        iterated = self.value_of(node.iter)  # type: ignore[attr-defined]
+        return iterated.kind is Kind.COLLECTION and iterated.element is not None and (
+            iterated.element.kind is Kind.LEAF and "parameter" in iterated.element.tags)
+
+    def repeated_body(self) -> cst.For | cst.While | cst.FunctionDef | None:
+        """The innermost body around the current point that runs again and again: the
+        enclosing loop of this function, else the function itself; None at module level
+        outside loops."""
+        if self.loops:
+            return self.loops[-1]
+        function = self.function
+        return function.node if function is not None else None
+
+    # ------------------------------------------------------------ blocks
+    def _enter_Module(self, node: cst.Module) -> None:
+        self._block_hooks.append((node, []))
+
+    def _leave_Module(self, node: cst.Module) -> None:
+        self._run_block_hooks()
+        self._run_deferred(self.scope)
+
+    def _enter_IndentedBlock(self, node: cst.IndentedBlock | cst.SimpleStatementSuite) -> None:
+        self._block_hooks.append((node, []))
+
+    def _leave_IndentedBlock(self, node: cst.IndentedBlock) -> None:
+        self._run_block_hooks()
+
+    _enter_SimpleStatementSuite = _enter_IndentedBlock
+
+    def _leave_SimpleStatementSuite(self, node: cst.SimpleStatementSuite) -> None:
+        self.statement = None
+        self._run_block_hooks()
+
+    def _run_block_hooks(self) -> None:
+        block, hooks = self._block_hooks.pop()
+        for hook in hooks:
+            hook(block)
+
+    def _enter_SimpleStatementLine(self, node: cst.SimpleStatementLine) -> None:
+        self.statement = node
+
+    def _leave_SimpleStatementLine(self, node: cst.SimpleStatementLine) -> None:
+        self.statement = None
+
+    def _enter_SimpleStatementSuite_body(self, node: cst.SimpleStatementSuite) -> None:
+        self.statement = node
+
+    # ------------------------------------------------------------ control flow
+    def _enter_If(self, node: cst.If) -> None:
+        self._branch_states.append({"entry": dict(self.scope.values)})
+        self.compound.append(node)
+        self._forget_guarded(node.test)
+
+    def _leave_If_body(self, node: cst.If) -> None:
+        frame = self._branch_states[-1]
+        frame["body"] = self.scope.values
+        self.scope.values = dict(frame["entry"])  # type: ignore[arg-type]
+
+    def _leave_If(self, node: cst.If) -> None:
+        self.compound.pop()
+        frame = self._branch_states.pop()
+        self.scope.values = join_states(frame["body"], self.scope.values)  # type: ignore[arg-type]
+
+    def _enter_For_body(self, node: cst.For) -> None:
+        self._branch_states.append({"entry": dict(self.scope.values)})
+        self._bind_loop_target(node.target, node.iter)
+        self.loops.append(node)
+        self.compound.append(node)
+
+    def _leave_For_body(self, node: cst.For | cst.While) -> None:
+        self.loops.pop()
+        self.compound.pop()
+        frame = self._branch_states.pop()
+        self.scope.values = join_states(frame["entry"], self.scope.values)  # type: ignore[arg-type]
+
+    def _enter_While_body(self, node: cst.While) -> None:
+        self._branch_states.append({"entry": dict(self.scope.values)})
+        self.loops.append(node)
+        self.compound.append(node)
+
+    _leave_While_body = _leave_For_body
+
+    def _enter_Try(self, node: cst.Try | cst.TryStar) -> None:
+        self._branch_states.append({"entry": dict(self.scope.values), "ends": []})
+        self.compound.append(node)
+
+    _enter_TryStar = _enter_Try
+
+    def _leave_Try_body(self, node: cst.Try | cst.TryStar) -> None:
+        self._branch_states[-1]["body"] = dict(self.scope.values)
+
+    _leave_TryStar_body = _leave_Try_body
+
+    def _enter_ExceptHandler(self, node: cst.ExceptHandler | cst.ExceptStarHandler) -> None:
+        frame = self._branch_states[-1]
+        self.scope.values = join_states(frame["entry"], frame["body"])  # type: ignore[arg-type]
+        if node.name is not None and isinstance(node.name.name, cst.Name):
+            self.scope.bind(node.name.name.value, UNKNOWN)
+
+    _enter_ExceptStarHandler = _enter_ExceptHandler
+
+    def _leave_ExceptHandler(self, node: cst.ExceptHandler | cst.ExceptStarHandler) -> None:
+        self._branch_states[-1]["ends"].append(dict(self.scope.values))  # type: ignore[union-attr]
+
+    _leave_ExceptStarHandler = _leave_ExceptHandler
+
+    def _enter_Try_orelse(self, node: cst.Try | cst.TryStar) -> None:
+        self.scope.values = dict(self._branch_states[-1]["body"])  # type: ignore[arg-type]
+
+    _enter_TryStar_orelse = _enter_Try_orelse
+
+    def _leave_Try_orelse(self, node: cst.Try | cst.TryStar) -> None:
+        self._branch_states[-1]["body"] = dict(self.scope.values)
+
+    _leave_TryStar_orelse = _leave_Try_orelse
+
+    def _merge_try(self) -> None:
+        frame = self._branch_states[-1]
+        if frame.get("merged"):
+            return
+        merged = frame["body"]
+        for end in frame["ends"]:  # type: ignore[union-attr]
+            merged = join_states(merged, end)  # type: ignore[arg-type]
+        self.scope.values = dict(merged)  # type: ignore[arg-type]
+        frame["merged"] = True
+
+    def _enter_Try_finalbody(self, node: cst.Try | cst.TryStar) -> None:
+        self._merge_try()
+
+    _enter_TryStar_finalbody = _enter_Try_finalbody
+
+    def _leave_Try(self, node: cst.Try | cst.TryStar) -> None:
+        self._merge_try()
+        self._branch_states.pop()
+        self.compound.pop()
+
+    _leave_TryStar = _leave_Try

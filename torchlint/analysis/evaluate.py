@@ -1,0 +1,317 @@
+"""Value evaluation, mixed into the ``Analyzer``: what an expression holds at the current point.
+
+``value_of`` dispatches on the node type to a ``_value_<Type>`` rule; the lattice is in
+``values.py`` (leaf, non-leaf, plain, number, module, optimizer, object, collection, unknown,
+with tags); the torch spellings are data in ``torch_api``; output and conversion facts
+(softmax outputs, graph-cut copies, appended lists) come from ``facts.ValueFacts``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import libcst as cst
+
+from torchlint.analysis import summaries
+from torchlint.analysis import torch_api as api
+from torchlint.analysis.facts import ValueFacts
+from torchlint.analysis.names import dotted_name, keyword_arg, literal_bool, positional_args, through_grad
+from torchlint.analysis.values import ASSUMED_TAGS, NUMBER, UNKNOWN, Kind, Value, join
+
+# Tags of a gradient (``p.grad``) and of a value computed from one (``lr * p.grad``).
+GRADIENT_TAGS = frozenset({"grad", "from-grad"})
+_EMPTY = frozenset({"empty"})
+
+
+class Evaluation(ValueFacts):
+    """Mixin of ``Analyzer`` (uses its ``scope``, ``qualify``, ``grad_mode``, ``_resolve_callee``)."""
+
+    def value_of(self, node: cst.BaseExpression) -> Value:
+        """What ``node`` evaluates to at the current point."""
+        rule = _VALUE_RULES.get(type(node))
+        if rule is None:
+            return UNKNOWN
+        return rule(self, node)
+
+    def value_of_key(self, key: str) -> Value:
+        """What a name or dotted ``self.w`` key holds at the current point."""
+        found = self.scope.lookup(key)
+        return found if found is not None else UNKNOWN
+
+    def mentions_gradient(self, node: cst.CSTNode) -> bool:
+        """Whether ``node`` reads a gradient: a ``.grad`` attribute, or a name or element
+        bound to one (``g = p.grad``, ``d_p = p.grad.data``, ``torch.autograd.grad(...)[0]``)."""
+        if isinstance(node, cst.Attribute):
+            if node.attr.value == "grad":
+                return True
+            return self.mentions_gradient(node.value) or self._is_gradient_value(node)
+        if isinstance(node, cst.Name):
+            return self._is_gradient_value(node)
+        if isinstance(node, cst.Subscript):
+            return self._is_gradient_value(node) or self.mentions_gradient(node.value)
+        if isinstance(node, cst.BinaryOperation):
+            return self.mentions_gradient(node.left) or self.mentions_gradient(node.right)
+        if isinstance(node, cst.UnaryOperation):
+            return self.mentions_gradient(node.expression)
+        if isinstance(node, cst.Call):
+            return self.mentions_gradient(node.func) or any(self.mentions_gradient(a.value) for a in node.args)
+        return False
+
+    def _is_gradient_value(self, node: cst.BaseExpression) -> bool:
+        value = self.value_of(node)
+        if GRADIENT_TAGS & value.tags:
+            return True
+        origin = value.origin
+        return isinstance(origin, cst.Attribute) and origin is not node and through_grad(origin)
+
+    # ---------------------------------------------------------- value rules
+    def _value_Name(self, node: cst.Name) -> Value:
+        if node.value in ("True", "False", "None"):
+            return UNKNOWN
+        return self.value_of_key(node.value)
+
+    def _value_Integer(self, node: cst.Integer) -> Value:
+        return NUMBER
+
+    _value_Float = _value_Integer
+    _value_Imaginary = _value_Integer
+
+    def _value_Attribute(self, node: cst.Attribute) -> Value:
+        key = dotted_name(node)
+        if key is not None:
+            found = self.scope.lookup(key)
+            if found is not None:
+                return found
+        attr = node.attr.value
+        base = self.value_of(node.value)
+        if attr == "grad":
+            return Value(Kind.PLAIN, node, tags=frozenset({"grad"}))
+        if attr == "data":
+            return Value(Kind.PLAIN, node, tags=frozenset({"data"})) if base.is_tensor else UNKNOWN
+        if base.kind in (Kind.MODULE, Kind.OBJECT):
+            if base.cls is not None:
+                return base.cls.attr(attr) or UNKNOWN
+            if base.kind is Kind.MODULE and attr in api.BUILTIN_PARAMETER_ATTRS:
+                return Value(Kind.LEAF, node, tags=frozenset({"parameter"}))
+            if base.kind is Kind.MODULE and not base.tags & {"parameterless"}:
+                return UNKNOWN
+            return UNKNOWN
+        if base.is_tensor and attr in ("T", "mT", "H", "mH", "real", "imag"):
+            return self._derived([base], node)
+        return UNKNOWN
+
+    def _value_Subscript(self, node: cst.Subscript) -> Value:
+        base = self.value_of(node.value)
+        if base.kind is Kind.COLLECTION:
+            return base.element or UNKNOWN
+        if base.is_tensor:
+            return self._derived([base], node)
+        if base.kind is Kind.MODULE:
+            return Value(Kind.MODULE, node)
+        return UNKNOWN
+
+    def _value_BinaryOperation(self, node: cst.BinaryOperation) -> Value:
+        return self._derived([self.value_of(node.left), self.value_of(node.right)], node)
+
+    def _value_UnaryOperation(self, node: cst.UnaryOperation) -> Value:
+        if isinstance(node.operator, cst.Not):
+            return UNKNOWN
+        return self._derived([self.value_of(node.expression)], node)
+
+    def _value_IfExp(self, node: cst.IfExp) -> Value:
+        return join(self.value_of(node.body), self.value_of(node.orelse))
+
+    def _value_List(self, node: cst.List | cst.Tuple) -> Value:
+        element: Value | None = None
+        values: list[Value] = []
+        for item in node.elements:
+            value = self.value_of(item.value) if isinstance(item, cst.Element) else UNKNOWN
+            values.append(value)
+            element = value if element is None else join(element, value)
+        # A tuple of fixed size also keeps each position (``return img, opt``).
+        starred = any(not isinstance(item, cst.Element) for item in node.elements)
+        items = tuple(values) if type(node) is cst.Tuple and not starred else None
+        return Value(Kind.COLLECTION, node, element=element or UNKNOWN, items=items,
+                     tags=_EMPTY if not node.elements else frozenset())
+
+    _value_Tuple = _value_List
+
+    def _value_Call(self, node: cst.Call) -> Value:
+        func = node.func
+        qualified = self.qualify(func)
+        if qualified is not None:
+            return self._value_of_torch_call(node, qualified)
+        if type(func) is cst.Name:
+            cls = self.scope.find_class(func.value)
+            if cls is not None:
+                return Value(Kind.MODULE if cls.is_module else Kind.OBJECT, node, cls=cls)
+            if func.value in ("float", "int", "bool", "len"):
+                return NUMBER.tagged("detached")
+            if func.value in ("list", "tuple", "sorted", "reversed") and node.args:
+                inner = self.value_of(node.args[0].value)
+                return inner if inner.kind is Kind.COLLECTION else UNKNOWN
+        if type(func) is cst.Attribute:
+            return self._value_of_method_call(node, func)
+        helper = self._resolve_callee(func)  # (a Name: a scope lookup)
+        if helper is not None and helper.name != "__init__":
+            return summaries.returned_value(self, helper, node)
+        callee = self.value_of(func)
+        if callee.kind is Kind.MODULE:
+            return self._value_of_module_call(node, callee)
+        return UNKNOWN
+
+    def _value_of_torch_call(self, node: cst.Call, qualified: str) -> Value:
+        known = self._torch_call_fact(node, qualified)
+        if known is not None:
+            return known
+        if qualified in api.FACTORIES:
+            requires_grad = keyword_arg(node, "requires_grad")
+            if requires_grad is None:
+                return Value(Kind.PLAIN, node, tags=frozenset({"factory"}))
+            flag = literal_bool(requires_grad.value)
+            if flag is None:
+                return UNKNOWN
+            return Value(Kind.LEAF if flag else Kind.PLAIN, node, tags=frozenset({"factory"}))
+        if qualified == api.VARIABLE:
+            return self._value_of_variable(node)
+        if qualified == "torch.autograd.grad":
+            return Value(Kind.COLLECTION, node, element=Value(Kind.PLAIN, node, tags=frozenset({"grad"})))
+        if qualified == api.PARAMETER:
+            requires_grad = keyword_arg(node, "requires_grad")
+            if requires_grad is not None and literal_bool(requires_grad.value) is not True:
+                return UNKNOWN if literal_bool(requires_grad.value) is None else Value(Kind.PLAIN, node)
+            return Value(Kind.LEAF, node, tags=frozenset({"parameter"}))
+        last = qualified.rsplit(".", 1)[-1]
+        if qualified.startswith(api.OPTIMIZER_PREFIX) and last[:1].isupper():
+            if qualified.startswith(api.NON_OPTIMIZER_PREFIXES):
+                return Value(Kind.OBJECT, node)  # a scheduler: its step() updates no parameter
+            return Value(Kind.OPTIMIZER, node)
+        if (
+            qualified.startswith("torch.nn.")
+            and qualified.count(".") == 2
+            and last[:1].isupper()
+            and qualified not in api.NN_NON_MODULES
+        ):
+            parameterless = qualified in api.PARAMETERLESS_MODULES or last.endswith(api.PARAMETERLESS_MODULE_SUFFIXES)
+            return Value(Kind.MODULE, node, tags=frozenset({"parameterless"} if parameterless else ()))
+        if qualified.startswith("torch.") and last in api.NON_DIFFERENTIABLE:
+            return Value(Kind.PLAIN, node)
+        if qualified.startswith("torch.") and last[:1].islower() and not qualified.startswith(("torch.optim", "torch.utils")):
+            return self._derived([self.value_of(arg.value) for arg in node.args if arg.keyword is None], node)
+        return UNKNOWN
+
+    def _value_of_variable(self, node: cst.Call) -> Value:
+        """Legacy ``Variable(t, requires_grad=True)`` is a new leaf; ``Variable(t)`` a plain
+        tensor, but of a tensor that requires grad an alias that still does (measured)."""
+        requires_grad = keyword_arg(node, "requires_grad")
+        if requires_grad is not None:
+            flag = literal_bool(requires_grad.value)
+            if flag is None:
+                return UNKNOWN
+            return Value(Kind.LEAF if flag else Kind.PLAIN, node, tags=frozenset({"factory", "variable"}))
+        data = positional_args(node)
+        inner = self.value_of(data[0]) if data else UNKNOWN
+        if inner.kind is Kind.LEAF:
+            return self._derived([inner], node)
+        return Value(Kind.PLAIN, node, tags=frozenset({"variable"}))
+
+    def _value_of_module_call(self, node: cst.Call, module: Value) -> Value:
+        if "parameterless" in module.tags:
+            output = self._derived([self.value_of(arg.value) for arg in node.args], node)
+        elif self.grad_mode.statically_disabled:
+            output = Value(Kind.PLAIN, node, tags=frozenset({"detached"}))
+        else:
+            output = Value(Kind.NONLEAF, node, tags=frozenset({"model-output"}))
+        return self._module_output_fact(node, module, output)
+
+    def _value_of_method_call(self, node: cst.Call, func: cst.Attribute) -> Value:
+        method = func.attr.value
+        receiver = self.value_of(func.value)
+        if method in api.PARAMETER_ITERATORS:
+            return Value(Kind.COLLECTION, node, element=Value(Kind.LEAF, node, tags=frozenset({"parameter"})))
+        if method in api.NAMED_PARAMETER_ITERATORS:
+            return Value(Kind.COLLECTION, node, element=UNKNOWN, tags=frozenset({"named-parameters"}))
+        if receiver.kind in (Kind.MODULE, Kind.OBJECT):
+            submodule = self._value_Attribute(func)
+            if submodule.kind is Kind.MODULE:  # `self.lin(x)`: calling a submodule, not a method
+                return self._value_of_module_call(node, submodule)
+            helper = receiver.cls.method(method) if receiver.cls is not None else None
+            if helper is not None and method != "__init__":  # `self.make_optimizer()`
+                return summaries.returned_value(self, helper, node)
+        if receiver.kind is Kind.MODULE:
+            if method in api.MODULE_SELF_METHODS:
+                return receiver
+            if method == "forward":
+                return self._value_of_module_call(node, receiver)
+            return UNKNOWN
+        known = self._method_call_fact(node, method, receiver)
+        if known is not None:
+            return known
+        if not receiver.is_tensor:
+            return UNKNOWN
+        if method == "detach":
+            # "detach-call": cut on purpose (a no_grad result is "detached" too, by accident).
+            return Value(Kind.PLAIN, node, tags=frozenset({"detached", "detach-call"}))
+        if method in api.SCALAR_METHODS:
+            return NUMBER.tagged("detached")
+        if method in api.NON_DIFFERENTIABLE:
+            return Value(Kind.PLAIN, node)
+        if method == "requires_grad_":
+            flag = literal_bool(node.args[0].value) if node.args else True
+            if flag is None:
+                return UNKNOWN
+            if not flag:
+                return Value(Kind.PLAIN, node) if receiver.kind is not Kind.NONLEAF else receiver
+            if receiver.kind is Kind.PLAIN:
+                return Value(Kind.LEAF, node, tags=frozenset({"requires_grad_"}))
+            return receiver
+        if method.endswith("_") and not method.startswith("__"):
+            return receiver  # in-place: the same object
+        if method in api.CONVERSION_METHODS:
+            return self._value_of_conversion(node, method, receiver)
+        return self._derived([receiver] + [self.value_of(a.value) for a in node.args if a.keyword is None], node)
+
+    def _value_of_conversion(self, node: cst.Call, method: str, receiver: Value) -> Value:
+        if not receiver.requires_grad:
+            return receiver
+        if method in api.NOOP_ON_DEFAULT_TENSOR or (method == "to" and self._is_cpu_literal(node)):
+            # Same object on a float32 CPU tensor; a non-leaf copy on a GPU.
+            return receiver.tagged("device-dependent")
+        if self.grad_mode.statically_disabled:
+            return Value(Kind.PLAIN, node, tags=frozenset({"detached"}))
+        return Value(Kind.NONLEAF, node, tags=frozenset({"device-dependent"}))
+
+    def _is_cpu_literal(self, node: cst.Call) -> bool:
+        args = positional_args(node)
+        return len(args) == 1 and isinstance(args[0], cst.SimpleString) and args[0].evaluated_value == "cpu"
+
+    def _derived(self, inputs: Sequence[Value], node: cst.CSTNode) -> Value:
+        """Result of a differentiable op on ``inputs``."""
+        result = self._derived_kind(inputs, node)
+        if result.kind is not Kind.NONLEAF and any(GRADIENT_TAGS & value.tags for value in inputs):
+            # `lr * w.grad`: a step computed from a gradient (what a manual update applies).
+            return Value(result.kind if result.kind is not Kind.UNKNOWN else Kind.PLAIN, node,
+                         tags=result.tags | {"from-grad"})
+        return result
+
+    def _derived_kind(self, inputs: Sequence[Value], node: cst.CSTNode) -> Value:
+        if any(value.requires_grad for value in inputs):
+            if self.grad_mode.statically_disabled:
+                return Value(Kind.PLAIN, node, tags=frozenset({"detached"}))
+            # "assumed": it requires grad only if the assumed leaves it comes from really do.
+            assumed = all(ASSUMED_TAGS & value.tags for value in inputs if value.requires_grad)
+            return Value(Kind.NONLEAF, node, tags=frozenset({"assumed"} if assumed else ()))
+        if inputs and all(value.kind in (Kind.PLAIN, Kind.NUMBER) for value in inputs):
+            if all(value.kind is Kind.NUMBER for value in inputs):
+                return NUMBER
+            detached = any("detached" in value.tags for value in inputs)
+            return Value(Kind.PLAIN, node, tags=frozenset({"detached"} if detached else ()))
+        return UNKNOWN
+
+
+# ``Evaluation._value_<Type>`` by node type, for ``value_of`` (called for most expressions).
+_VALUE_RULES: dict[type, Callable[[Evaluation, cst.BaseExpression], Value]] = {
+    getattr(cst, attr[len("_value_"):]): getattr(Evaluation, attr)
+    for attr in dir(Evaluation)
+    if attr.startswith("_value_") and isinstance(getattr(cst, attr[len("_value_"):], None), type)
+}

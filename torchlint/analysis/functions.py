@@ -1,0 +1,292 @@
+"""Classes, functions and calls, mixed into the ``Analyzer``.
+
+Function bodies run when they are called, so they are analysed after the code that defines
+them (module, class body or enclosing function) is finished: free names then read the
+flow-insensitive summary of the defining scope, and class methods see what ``__init__`` put
+on ``self``.  Every call of a function of this file records its grad mode and the values it
+passes (the call graph); a function's parameters are bound to what every call site agrees
+on.  A helper's return value at a call site is its summary (``summaries.py``), computed by a
+rule-less analyzer made with ``for_summary``.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING
+
+import libcst as cst
+
+from torchlint.analysis import summaries
+from torchlint.analysis.names import dotted_name
+from torchlint.analysis.scopes import UNKNOWN_MODE, ClassInfo, FunctionInfo, Scope
+from torchlint.analysis.values import UNKNOWN, Kind, Value, join
+
+if TYPE_CHECKING:
+    from torchlint.analysis.analyzer import Analyzer
+
+_NAME_OR_ATTRIBUTE = frozenset({cst.Name, cst.Attribute})
+
+# What a parameter may be bound to from its call sites: facts a rule can act on.
+_CALL_SITE_KINDS = frozenset({Kind.LEAF, Kind.NONLEAF, Kind.PLAIN, Kind.MODULE, Kind.OPTIMIZER})
+
+
+class _GradReadCollector(cst.CSTVisitor):
+    """Names whose ``.grad`` is read in a function body (nested functions excluded), and
+    names the body itself makes require grad (``x.requires_grad = True``, ``x.requires_grad_()``)."""
+
+    def __init__(self) -> None:
+        self.names: set[str] = set()
+        self.made_to_require_grad: set[str] = set()
+
+    def visit_Attribute(self, node: cst.Attribute) -> None:
+        if isinstance(node.value, cst.Name):
+            if node.attr.value == "grad":
+                self.names.add(node.value.value)
+            elif node.attr.value in ("requires_grad", "requires_grad_"):
+                self.made_to_require_grad.add(node.value.value)
+
+    @property
+    def assumed_leaves(self) -> set[str]:
+        """Names whose ``.grad`` is read without the body making them a leaf first: a
+        parameter among them must be handed in as a leaf that requires grad."""
+        return self.names - self.made_to_require_grad
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+        return False
+
+    def visit_ClassDef(self, node: cst.ClassDef) -> bool:
+        return False
+
+    def visit_Lambda(self, node: cst.Lambda) -> bool:
+        return False
+
+
+
+class Functions:
+    """Mixin of ``Analyzer`` (uses its ``scope``, ``value_of``, ``grad_mode``, ``_walk`` ...)."""
+
+    @property
+    def function(self) -> FunctionInfo | None:
+        scope: Scope | None = self.scope
+        while scope is not None and scope.function is None:
+            scope = scope.parent
+        return scope.function if scope else None
+
+    def resolve_function(self, func: cst.BaseExpression) -> FunctionInfo | None:
+        """The function defined in this file that calling ``func`` at the current point runs:
+        ``helper`` (a function in scope), ``self.method`` / ``obj.method`` (a method of a class
+        defined here), ``Cls`` (its ``__init__``); None when its body is not in this file.
+        Its body is analysed later, so ask about it from a ``when=`` condition or ``finish``."""
+        return self._resolve_callee(func)
+
+    # ------------------------------------------------------------ classes and functions
+    def _enter_ClassDef(self, node: cst.ClassDef) -> None:
+        bases: list[ClassInfo | str] = []
+        for arg in node.bases:
+            if arg.keyword is not None:
+                continue
+            qualified = self.qualify(arg.value)
+            if qualified is not None:
+                bases.append(qualified)
+            elif isinstance(arg.value, cst.Name) and self.scope.find_class(arg.value.value):
+                bases.append(self.scope.find_class(arg.value.value))  # type: ignore[arg-type]
+            else:
+                bases.append(dotted_name(arg.value) or "?")
+        info = ClassInfo(node.name.value, node, bases)
+        self.scope.classes[info.name] = info
+        self.scope.bind(info.name, UNKNOWN)
+        self.scope = Scope("class", self.scope, cls=info, mode_stack=[self.grad_mode])
+
+    def _leave_ClassDef(self, node: cst.ClassDef) -> None:
+        class_scope = self.scope
+        assert class_scope.parent is not None
+        self.scope = class_scope.parent
+        # Instances are made (and __init__ runs) before the rest of the module uses
+        # them, so __init__ is analysed now; other methods run later.
+        for method in [m for m in class_scope.deferred if m.name == "__init__"]:
+            class_scope.deferred.remove(method)
+            self._analyse_function(method)
+        self.scope.deferred.extend(class_scope.deferred)
+
+    def _enter_FunctionDef(self, node: cst.FunctionDef) -> bool:
+        cls = self.scope.cls if self.scope.kind == "class" else None
+        info = FunctionInfo(node.name.value, node, self.scope, cls=cls, decorator_mode=self._decorator_mode(node))
+        if cls is not None:
+            cls.methods[info.name] = info
+            info.unresolved_call_modes = self._unresolved_calls_by_name.setdefault(info.name, [])
+        else:
+            self.scope.functions[info.name] = info
+        self.scope.bind(info.name, UNKNOWN)
+        self.scope.deferred.append(info)
+        return False
+
+    def _enter_Lambda(self, node: cst.Lambda) -> bool:
+        return False
+
+    def _run_deferred(self, scope: Scope) -> None:
+        while scope.deferred:
+            self._analyse_function(scope.deferred.pop(0))
+
+    def _analyse_function(self, info: FunctionInfo) -> None:
+        outer_scope, outer_statement, outer_loops, outer_compound = self.scope, self.statement, self.loops, self.compound
+        # A method's body sees module (not class) names; keep the class for `self`.
+        parent = info.parent_scope.parent if info.parent_scope.kind == "class" else info.parent_scope
+        scope = Scope("function", parent, function=info, mode_stack=[info.entry_mode])
+        self.scope, self.statement, self.loops, self.compound = scope, None, [], []
+        grad_reads: set[str] = set()
+        if self._grad_reads_enabled:
+            collector = _GradReadCollector()
+            self._walk(info.node.body, collector)
+            grad_reads = collector.assumed_leaves
+        self._grad_reads.append(grad_reads)
+        self._bind_parameters(info, grad_reads)
+        self._walk(info.node.body)
+        self._run_deferred(scope)
+        self._grad_reads.pop()
+        self.scope, self.statement, self.loops, self.compound = outer_scope, outer_statement, outer_loops, outer_compound
+
+    def _bind_parameters(
+        self, info: FunctionInfo, grad_reads: set[str], passed: dict[str, Value] | None = None
+    ) -> None:
+        params = info.node.params
+        ordered = [*params.posonly_params, *params.params]
+        is_method = info.is_method
+        if passed is None:
+            passed = self._values_from_every_call_site(info)
+        for index, param in enumerate([*ordered, *params.kwonly_params]):
+            name = param.name.value
+            if index == 0 and is_method and info.cls is not None:
+                kind = Kind.MODULE if info.cls.is_module else Kind.OBJECT
+                self.scope.bind(name, Value(kind, param, cls=info.cls))
+            elif name in passed:
+                value = passed[name]
+                self.scope.bind(name, Value(value.kind, param, value.cls, value.element, value.items,
+                                            value.tags | {"param", "from-call-sites"}))
+            elif name in grad_reads:
+                self.scope.bind(name, Value(Kind.LEAF, param, tags=frozenset({"param", "assumed-leaf"})))
+            else:
+                self.scope.bind(name, Value(Kind.UNKNOWN, param, tags=frozenset({"param"})))
+        for star in (params.star_arg, params.star_kwarg):
+            if isinstance(star, cst.Param):
+                self.scope.bind(star.name.value, UNKNOWN)
+
+    def _values_from_every_call_site(self, info: FunctionInfo) -> dict[str, Value]:
+        """Parameter -> what every call site in the file passes for it, when all of them are
+        seen and agree on a tensor, module or optimizer (a helper that writes into the
+        Parameter it is handed, ``fill(self.emb.weight)``)."""
+        sites = info.call_arguments
+        if not sites or any(site is None for site in sites):
+            return {}
+        if len(sites) != self._call_site_count(info.name):
+            return {}  # some call sites are analysed later, or are not calls we resolve
+        agreed: dict[str, Value] = {}
+        for name in set.intersection(*(set(site) for site in sites if site is not None)):
+            value = sites[0][name]  # type: ignore[index]
+            for site in sites[1:]:
+                value = join(value, site[name])  # type: ignore[index]
+            if value.kind in _CALL_SITE_KINDS:
+                agreed[name] = value
+        return agreed
+
+    def _call_site_count(self, name: str) -> int:
+        """How many calls name the function in the source (``f(...)``, ``x.f(...)``), counted
+        from the text: comments and strings only add to it (then no call-site binding)."""
+        counts = self._call_counts
+        if counts is None:
+            counts = self._call_counts = {}
+        if name not in counts:
+            escaped = re.escape(name)
+            calls = len(re.findall(rf"(?<![\w]){escaped}\s*\(", self.source))
+            definitions = len(re.findall(rf"\bdef\s+{escaped}\s*\(", self.source))
+            counts[name] = calls - definitions
+        return counts[name]
+
+    # ------------------------------------------------------------ call graph
+    # Runs for every call: exact type tests, not ``isinstance`` (slow on libcst's ABCs).
+    def _enter_Call(self, node: cst.Call) -> None:
+        if self._summarising is not None:
+            return  # a look into a helper: the real analysis records its calls
+        callee = self._resolve_callee(node.func)
+        if callee is not None:
+            callee.call_modes.append(self.grad_mode)
+            callee.call_arguments.append(self.arguments_passed(node, callee))
+        elif type(node.func) is cst.Attribute:
+            name = node.func.attr.value
+            if not name.startswith("__"):  # `super().__init__()` runs another class's method
+                self._unresolved_calls_by_name.setdefault(name, []).append(self.grad_mode)
+        else:
+            module = self.value_of(node.func)
+            forward = module.cls.method("forward") if module.kind is Kind.MODULE and module.cls else None
+            if forward is not None:
+                forward.call_modes.append(self.grad_mode)
+                forward.call_arguments.append(self.arguments_passed(node, forward))
+        for arg in node.args:
+            # A function handed to someone else may be called in any mode.
+            if type(arg.value) in _NAME_OR_ATTRIBUTE:
+                passed = self._resolve_callee(arg.value)
+                if passed is not None:
+                    passed.call_modes.append(UNKNOWN_MODE)
+
+    # ------------------------------------------------------------ helper summaries
+    @classmethod
+    def for_summary(cls, caller: Analyzer) -> Analyzer:
+        """A rule-less analyzer that looks into a helper on behalf of ``caller``."""
+        helper = cls(caller.module, caller.source)
+        helper.imports = caller.imports
+        helper.qualify = caller.qualify  # type: ignore[method-assign]
+        helper.summaries = caller.summaries
+        helper.summary_depth = caller.summary_depth + 1
+        helper._grad_reads_enabled = caller._grad_reads_enabled
+        helper._entry_mode = caller.grad_mode
+        return helper
+
+    def summarise(self, info: FunctionInfo, passed: dict[str, Value]) -> Value:
+        """Analyse ``info``'s body with its parameters bound to ``passed``; the join of what
+        its ``return`` statements give."""
+        parent = info.parent_scope.parent if info.parent_scope.kind == "class" else info.parent_scope
+        mode = info.decorator_mode or self._entry_mode
+        self.scope = Scope("function", parent, function=info, mode_stack=[mode])
+        self._summarising = info
+        self._bind_parameters(info, set(), passed)
+        self._walk(info.node.body)
+        return summaries.join_returns(self._returns)
+
+    def _leave_Return(self, node: cst.Return) -> None:
+        if self._summarising is not None:
+            if self.scope.function is self._summarising:
+                self._returns.append(self.value_of(node.value) if node.value is not None else UNKNOWN)
+            return
+        self._note_return(node)  # the file's own analysis: what each function returns (facts.py)
+
+    def arguments_passed(self, call: cst.Call, callee: FunctionInfo) -> dict[str, Value] | None:
+        """Parameter name -> the value this call passes for it (None when ``*args`` /
+        ``**kwargs`` hide which argument goes where)."""
+        if any(arg.star for arg in call.args):
+            return None
+        params = callee.node.params
+        positional = [p.name.value for p in (*params.posonly_params, *params.params)]
+        if callee.is_method:
+            positional = positional[1:]  # `self` (or `cls`) is the receiver
+        passed: dict[str, Value] = {}
+        index = 0
+        for arg in call.args:
+            if arg.keyword is not None:
+                passed[arg.keyword.value] = self.value_of(arg.value)
+            elif index < len(positional):
+                passed[positional[index]] = self.value_of(arg.value)
+                index += 1
+        return passed
+
+    def _resolve_callee(self, func: cst.BaseExpression) -> FunctionInfo | None:
+        if type(func) is cst.Name:
+            found = self.scope.find_function(func.value)
+            if found is not None:
+                return found
+            cls = self.scope.find_class(func.value)
+            return cls.method("__init__") if cls is not None else None
+        if type(func) is cst.Attribute:
+            receiver = self.value_of(func.value)
+            if receiver.cls is not None:
+                return receiver.cls.method(func.attr.value)
+            return None
+        return None
