@@ -524,11 +524,10 @@ def test_unsafe_fixes_are_labelled():
     from torchlint.lsp.convert import CellTexts, code_actions
     from torchlint.lsp.program import Program, action_edits, analyse
     from torchlint.lsp.text import utf16_units
-    from torchlint.rule import FixSafety, RuleOptions
-    from torchlint.settings import Settings, resolve_rules
+    from torchlint.rule import FixSafety
+    from torchlint.settings import Settings
 
-    rules = resolve_rules(Settings())
-    analysis = analyse(Program.of_file("file:///t.py", MISTAKE), rules, RuleOptions())
+    analysis = analyse(Program.of_file("/t.py", "file:///t.py", MISTAKE), Settings())
     (finding,) = analysis.findings
     assert finding.fix is not None
     unsafe = dataclasses.replace(finding, fix=dataclasses.replace(finding.fix, safety=FixSafety.UNSAFE))
@@ -541,7 +540,7 @@ def test_unsafe_fixes_are_labelled():
     assert titles == ["Fix TL002: update `w.data` in place (unsafe)", "Disable TL002 for this line"]
     assert actions[0].is_preferred is False
     assert all(action.edit is None and isinstance(action.data, dict) for action in actions)
-    fix = action_edits(analysis, actions[0].data, rules, RuleOptions())  # what the worker computes
+    fix = action_edits(analysis, actions[0].data, Settings())  # what the worker computes
     (edit,) = fix[0]
     line = MISTAKE.splitlines()[4]
     assert edit.start.line == edit.end.line == 4
@@ -572,7 +571,8 @@ def test_a_crashing_rule_becomes_one_diagnostic():
     from torchlint.lsp.convert import CellTexts, diagnostics_by_cell
     from torchlint.lsp.program import Program, analyse
     from torchlint.lsp.text import utf16_units
-    from torchlint.rule import Rule, RuleOptions
+    from torchlint.rule import Rule
+    from torchlint.settings import Settings
 
     class Crashing(Rule):
         code, name, summary = "TL999", "crashing", "always crashes"
@@ -580,7 +580,7 @@ def test_a_crashing_rule_becomes_one_diagnostic():
         def visit_Name(self, node: object) -> None:
             raise RuntimeError("boom")
 
-    analysis = analyse(Program.of_file("file:///t.py", MISTAKE), [Crashing], RuleOptions())
+    analysis = analyse(Program.of_file("/t.py", "file:///t.py", MISTAKE), Settings(), [Crashing])
     assert analysis.crash is not None and "RuntimeError: boom" in analysis.crash
     (diagnostic,) = diagnostics_by_cell(CellTexts(analysis, utf16_units))[0]
     assert diagnostic.severity == types.DiagnosticSeverity.Error

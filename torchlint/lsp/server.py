@@ -33,7 +33,7 @@ from torchlint.lsp.linter import Lint, Linter
 from torchlint.lsp.program import Analysis, Cell, Program
 from torchlint.lsp.text import UnitCounter
 from torchlint.lsp.project import Project, load_project
-from torchlint.rule import Rule, RuleOptions
+from torchlint.settings import Settings
 
 # Long enough to merge a burst of keystrokes into one lint, short enough that a
 # 1,000-line file has its diagnostics 0.3 s after the last change.
@@ -56,8 +56,7 @@ class Linted:
     """The last analysis of a target, with what it was run with (code actions need both)."""
 
     analysis: Analysis
-    rules: list[type[Rule]]
-    options: RuleOptions
+    settings: Settings
     result_id: str = ""  # for pull diagnostics: unchanged while the analysis is the same
     _texts: CellTexts | None = field(default=None, repr=False)
 
@@ -122,9 +121,9 @@ class TorchlintServer(LanguageServer):
                 if cell.kind == types.NotebookCellKind.Code and document is not None
                 and document.language_id in (None, "python")
             ]
-            return Program.of_notebook(cells) if cells else None
+            return Program.of_notebook(_path_of(target), cells) if cells else None
         document = self.open_document(target)
-        return Program.of_file(target, document.source) if document is not None else None
+        return Program.of_file(_path_of(target), target, document.source) if document is not None else None
 
     def project_of(self, target: str) -> Project:
         path = _path(target)
@@ -153,11 +152,13 @@ class TorchlintServer(LanguageServer):
         return text_document is not None and text_document.diagnostic is not None
 
     # ------------------------------------------------------------ linting
-    def lint_request(self, target: str, program: Program) -> Lint:
+    def lint_request(self, target: str, program: Program) -> Lint | None:
+        """What the worker lints; None for a file the settings exclude (the CLI skips it)."""
         project = self.project_of(target)
-        rules = project.rules_for(_path(target))
-        # Excluded by the settings, as the CLI would skip it: linted with no rule.
-        return Lint(program, rules if rules is not None else [], project.settings.rule_options)
+        path = _path(target)
+        if path is not None and project.excludes(path):
+            return None
+        return Lint(program, project.settings)
 
     def lint(self, target: str) -> asyncio.Future[None]:
         """Lint the target's current text in the worker (unless that is done or under way), then
@@ -176,6 +177,11 @@ class TorchlintServer(LanguageServer):
             if pending is not None and pending.request.program.cells == program.cells and not pending.done.done():
                 return pending.done
             request = self.lint_request(target, program)
+            if request is None:  # nothing to report, as nothing is linted
+                self.pending.pop(target, None)
+                self.linted[target] = linted = Linted(Analysis(program), Settings(), str(next(self.results)))
+                self.show(target, linted)
+                return _done()
             done = asyncio.ensure_future(self._receive(target, self.linter.lint(target, request)))
             self.pending[target] = Pending(request, done)
             return done
@@ -198,7 +204,7 @@ class TorchlintServer(LanguageServer):
             return  # two waiters received the same (newest) lint
         if analysis.crash is not None:
             self.log_error(f"torchlint failed on {target}:\n{analysis.crash}")
-        self.linted[target] = linted = Linted(analysis, request.rules, request.options, str(next(self.results)))
+        self.linted[target] = linted = Linted(analysis, request.settings, str(next(self.results)))
         self.show(target, linted)
 
     def show(self, target: str, linted: Linted) -> None:
@@ -258,7 +264,7 @@ class TorchlintServer(LanguageServer):
         target = self.target_of(uri) if isinstance(uri, str) else None
         if target is None:
             return None
-        request = Lint(analysis.program, linted.rules, linted.options)
+        request = Lint(analysis.program, linted.settings)
         edits = await self.linter.edits(target, request, data)
         return linted.texts(self.units).workspace_edit(edits) if edits else None
 
@@ -312,6 +318,12 @@ def _client_refreshes_diagnostics(ls: TorchlintServer) -> bool:
 def _path(uri: str) -> Path | None:
     path = to_fs_path(uri) if uri.startswith("file:") else None
     return Path(path) if path else None
+
+
+def _path_of(target: str) -> str:
+    """The path the settings see for a target (per-file-ignores): its file, or its uri if unsaved."""
+    path = _path(target)
+    return str(path) if path is not None else target
 
 
 def _is_config(uri: str) -> bool:
