@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import json
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -415,6 +417,75 @@ async def test_notebook_cells_are_one_program(client: LanguageClient, workspace:
     assert await next_diagnostics(client, cell_uris["setup"]) == []
 
 
+def cli_report(path: Path) -> tuple[list[dict], str]:
+    """``torchlint check --output-format json`` of a file: its findings, and what it says on stderr."""
+    result = subprocess.run(
+        [sys.executable, "-m", "torchlint", "check", "--output-format", "json", str(path)],
+        capture_output=True, text=True, timeout=60,
+    )
+    return json.loads(result.stdout), result.stderr
+
+
+@lsp
+async def test_a_notebook_cell_that_does_not_parse_and_indented_cells_as_the_cli_sees_them(
+    client: LanguageClient, workspace: Path
+):
+    # The same cells as a notebook file on disk and as a notebook open in the editor.
+    cells = {
+        "setup": ("python", "import torch\nw = torch.randn(3, requires_grad=True)\n"),
+        "notes": ("markdown", "# Training"),
+        "broken": ("python", "x = 1\nif x\n    y = 2\n"),
+        # Every line indented: IPython dedents the cell before it runs it (magics included).
+        "step": ("python", "    %time z = 1\n    !nvidia-smi\n    for _ in range(2):\n        w -= 0.1 * w.grad\n"),
+    }
+    path = workspace / "as_cli.ipynb"
+    path.write_text(json.dumps({
+        "cells": [{"cell_type": "code" if language == "python" else "markdown", "source": text, "metadata": {},
+                   **({"outputs": [], "execution_count": None} if language == "python" else {})}
+                  for language, text in cells.values()],
+        "metadata": {}, "nbformat": 4, "nbformat_minor": 5,
+    }))
+    cli_findings, cli_errors = cli_report(path)
+    uris = {name: f"{path.as_uri()}#{name}" for name in cells}
+    forget(client, *uris.values())
+    open_notebook(client, path.as_uri(), {uris[name]: cell for name, cell in cells.items()})
+
+    # The cell that does not parse is reported where the CLI reports it (cell 3, line 2, column 5) ...
+    (error,) = await next_diagnostics(client, uris["broken"])
+    assert "cell 3:2:5: error: syntax error: expected ':'" in cli_errors
+    assert error.severity == types.DiagnosticSeverity.Error and error.message == "syntax error: expected ':'"
+    assert error.range.start == types.Position(1, 4)
+    # ... and the other cells are still one program: `w` of the first cell is a leaf in the last.
+    assert await next_diagnostics(client, uris["setup"]) == []
+    (finding,) = await next_diagnostics(client, uris["step"])
+    (expected,) = cli_findings
+    assert (finding.code, expected["cell"]) == (expected["code"], 4)
+    # Columns count in the cell as stored, with the indentation IPython removed.
+    start, end = expected["location"], expected["end_location"]
+    assert finding.range == types.Range(types.Position(start["row"] - 1, start["column"] - 1),
+                                        types.Position(end["row"] - 1, end["column"] - 1))
+    assert finding.range.start == types.Position(3, 8)
+
+    step = cells["step"][1]
+    actions = await actions_for(client, uris["step"], finding.range)
+    fixed = apply(step, await edits_of(client, action_titled(actions, "Fix TL002"), uris["step"]))
+    assert fixed == step.replace("w -= 0.1 * w.grad", "w.data.sub_(0.1 * w.grad)")
+    (fix_all,) = await actions_for(client, uris["step"], whole_line(0), only=["source.fixAll"])
+    assert apply(step, await edits_of(client, fix_all, uris["step"])) == fixed
+    silenced = apply(step, await edits_of(client, action_titled(actions, "Disable TL002"), uris["step"]))
+    assert silenced == step.replace("w.grad\n", "w.grad  # noqa: TL002\n")
+    hover = await client.text_document_hover_async(
+        types.HoverParams(types.TextDocumentIdentifier(uris["step"]), types.Position(3, 10))
+    )
+    assert hover is not None and "TL002" in str(hover.contents)
+
+    # Once the broken cell parses, it is part of the program again (its `x` is linted too).
+    forget(client, *uris.values())
+    change_cell(client, path.as_uri(), 2, uris["broken"], "x = 1\nif x:\n    y = 2\n")
+    assert await next_diagnostics(client, uris["broken"]) == []
+    assert [d.code for d in await next_diagnostics(client, uris["step"])] == ["TL002"]
+
+
 @lsp
 async def test_vscode_notebook_cells_added_edited_and_removed(client: LanguageClient, workspace: Path):
     # VS Code names cells with the vscode-notebook-cell scheme and an escaped fragment.
@@ -508,6 +579,22 @@ async def test_pyproject_config_is_used_and_reloaded(client: LanguageClient, wor
     client.text_document_did_save(types.DidSaveTextDocumentParams(types.TextDocumentIdentifier(config.as_uri())))
     assert [d.code for d in await next_diagnostics(client, path.as_uri())] == ["TL002"]
     assert any("selct" in message.message for message in client.messages)
+
+
+@lsp
+async def test_per_file_ignores_and_file_level_noqa_as_in_the_cli(client: LanguageClient, workspace: Path):
+    project = workspace / "ignores"
+    project.mkdir()
+    (project / "pyproject.toml").write_text('[tool.torchlint]\nper-file-ignores = { "scripts/*" = ["TL002"] }\n')
+    files = {
+        project / "scripts" / "run.py": MISTAKE,
+        project / "quiet.py": "# flake8: noqa\n" + MISTAKE,
+        project / "loud.py": "# flake8: noqa: E501\n" + MISTAKE,  # only E501: not a file-level exemption
+    }
+    published = {path.name: [d.code for d in await open_file(client, path, text)] for path, text in files.items()}
+    cli_findings, _ = cli_report(project)
+    assert sorted(Path(finding["filename"]).name for finding in cli_findings) == ["loud.py"]
+    assert published == {"run.py": [], "quiet.py": [], "loud.py": ["TL002"]}
 
 
 # ---------------------------------------------------------------- in-process
