@@ -35,8 +35,9 @@ from torchlint.lsp.text import UnitCounter
 from torchlint.lsp.project import Project, load_project
 from torchlint.settings import Settings
 
-# Long enough to merge a burst of keystrokes into one lint, short enough that a
-# 1,000-line file has its diagnostics 0.3 s after the last change.
+# Changes closer together than this are a burst (a paste, an editor's multi-step
+# edit, fast keys), linted once at its end; the first change after a quiet spell is
+# linted at once (the debounce costs it nothing).
 DEBOUNCE_SECONDS = 0.05
 # A request waits for a lint at most this long (a worker that hangs must not hang the editor).
 LINT_TIMEOUT = 60.0
@@ -87,6 +88,7 @@ class TorchlintServer(LanguageServer):
         self.pending: dict[str, Pending] = {}  # by target: the newest lint started
         self.published: dict[str, list[str]] = {}  # target -> uris that hold its diagnostics
         self.timers: dict[str, asyncio.Task[None]] = {}  # debounced lints
+        self.last_change: dict[str, float] = {}  # by target: when it last changed (event loop time)
         self.reported_config_errors: set[str] = set()
         self.linter = Linter()
         self.results = itertools.count(1)
@@ -213,7 +215,16 @@ class TorchlintServer(LanguageServer):
             self.publish(target, linted)
 
     def schedule(self, target: str, delay: float = DEBOUNCE_SECONDS) -> None:
-        """Lint after ``delay`` seconds without further changes (typing should not lint every key)."""
+        """Lint a changed target: at once if it had not changed for ``delay`` seconds
+        (typed keys usually come further apart), else once ``delay`` seconds pass
+        without a change (a burst of changes is linted once).  A lint of an older text
+        that is running meanwhile is not published (see ``_receive``)."""
+        now = asyncio.get_running_loop().time()
+        previous = self.last_change.get(target)
+        self.last_change[target] = now
+        if target not in self.timers and (previous is None or now - previous >= delay):
+            self.lint(target)
+            return
         self.cancel(target)
         self.timers[target] = asyncio.ensure_future(self._after(delay, target))
 
@@ -282,6 +293,7 @@ class TorchlintServer(LanguageServer):
 
     def clear(self, target: str) -> None:
         self.cancel(target)
+        self.last_change.pop(target, None)
         self.linted.pop(target, None)
         self.pending.pop(target, None)
         self.linter.forget(target)
