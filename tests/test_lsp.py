@@ -591,16 +591,28 @@ async def test_pyproject_config_is_used_and_reloaded(client: LanguageClient, wor
 async def test_per_file_ignores_and_file_level_noqa_as_in_the_cli(client: LanguageClient, workspace: Path):
     project = workspace / "ignores"
     project.mkdir()
-    (project / "pyproject.toml").write_text('[tool.torchlint]\nper-file-ignores = { "scripts/*" = ["TL002"] }\n')
+    (project / "pyproject.toml").write_text(
+        '[tool.torchlint]\nper-file-ignores = { "scripts/*" = ["TL002"] }\nrule-url = "https://docs.example.org/{code}"\n'
+    )
     files = {
         project / "scripts" / "run.py": MISTAKE,
         project / "quiet.py": "# flake8: noqa\n" + MISTAKE,
         project / "loud.py": "# flake8: noqa: E501\n" + MISTAKE,  # only E501: not a file-level exemption
     }
-    published = {path.name: [d.code for d in await open_file(client, path, text)] for path, text in files.items()}
+    published = {path.name: await open_file(client, path, text) for path, text in files.items()}
     cli_findings, _ = cli_report(project)
-    assert sorted(Path(finding["filename"]).name for finding in cli_findings) == ["loud.py"]
-    assert published == {"run.py": [], "quiet.py": [], "loud.py": ["TL002"]}
+    assert [Path(finding["filename"]).name for finding in cli_findings] == ["loud.py"]
+    assert {name: [d.code for d in found] for name, found in published.items()} == {
+        "run.py": [], "quiet.py": [], "loud.py": ["TL002"]
+    }
+    # Rule links point where the project's `rule-url` says, as in the CLI's output.
+    (diagnostic,) = published["loud.py"]
+    assert diagnostic.code_description is not None
+    assert diagnostic.code_description.href == cli_findings[0]["url"] == "https://docs.example.org/TL002"
+    hover = await client.text_document_hover_async(
+        types.HoverParams(types.TextDocumentIdentifier((project / "loud.py").as_uri()), diagnostic.range.start)
+    )
+    assert hover is not None and "(https://docs.example.org/TL002)" in str(hover.contents)
 
 
 # ---------------------------------------------------------------- in-process

@@ -13,7 +13,7 @@ from lsprotocol import types
 from torchlint.datatypes import Finding, FixSafety
 from torchlint.lsp.program import FIX, FIX_ALL, NOQA, Analysis, CellEdits
 from torchlint.lsp.text import Point, UnitCounter, split_lines, to_units
-from torchlint.rulebook import page_for
+from torchlint.rulebook import page_for, rule_url
 from torchlint.runner import Problem
 
 SOURCE = "torchlint"
@@ -24,9 +24,10 @@ FIX_ALL_TITLE = "Fix all torchlint findings"
 class CellTexts:
     """Each cell's lines, split once, for converting characters to code units."""
 
-    def __init__(self, analysis: Analysis, units: UnitCounter) -> None:
+    def __init__(self, analysis: Analysis, units: UnitCounter, rule_base: str | None = None) -> None:
         self.analysis = analysis
         self.units = units
+        self.rule_base = rule_base  # the ``rule-url`` setting: where rule links point
         self._lines = [split_lines(cell.text) for cell in analysis.program.cells]
 
     def position(self, cell: int, point: Point) -> types.Position:
@@ -63,18 +64,18 @@ def diagnostics_by_cell(texts: CellTexts) -> dict[int, list[types.Diagnostic]]:
         by_cell[cell].append(diagnostic)
     for finding in analysis.findings:
         cell, where = texts.finding_range(finding)
-        by_cell[cell].append(finding_diagnostic(finding, where))
+        by_cell[cell].append(finding_diagnostic(finding, where, texts.rule_base))
     return by_cell
 
 
-def finding_diagnostic(finding: Finding, where: types.Range) -> types.Diagnostic:
-    page = page_for(finding.code)
+def finding_diagnostic(finding: Finding, where: types.Range, rule_base: str | None = None) -> types.Diagnostic:
+    url = rule_url(finding.code, rule_base)
     return types.Diagnostic(
         range=where,
         message=finding.message,
         severity=types.DiagnosticSeverity.Warning,
         code=finding.code,
-        code_description=types.CodeDescription(href=page.url) if page else None,
+        code_description=types.CodeDescription(href=url) if url else None,
         source=SOURCE,
     )
 
@@ -119,7 +120,7 @@ def code_actions(texts: CellTexts, cell: int, requested: types.Range, only: Sequ
         for finding in texts.analysis.findings:
             finding_cell, where = texts.finding_range(finding)
             if finding_cell == cell and _overlaps(where, requested):
-                actions += _finding_actions(uri, finding, where)
+                actions += _finding_actions(uri, finding, where, texts.rule_base)
     if kind_wanted(FIX_ALL_KIND, only) and any(_safely_fixable(f) for f in texts.analysis.findings):
         actions.append(types.CodeAction(title=FIX_ALL_TITLE, kind=FIX_ALL_KIND, data={"uri": uri, "action": FIX_ALL}))
     return actions
@@ -130,8 +131,8 @@ def _safely_fixable(finding: Finding) -> bool:
     return finding.fix is not None and finding.fix.safety is FixSafety.SAFE
 
 
-def _finding_actions(uri: str, finding: Finding, where: types.Range) -> list[types.CodeAction]:
-    diagnostic = finding_diagnostic(finding, where)
+def _finding_actions(uri: str, finding: Finding, where: types.Range, rule_base: str | None) -> list[types.CodeAction]:
+    diagnostic = finding_diagnostic(finding, where, rule_base)
     # The finding is found again by its code and position when the action is resolved.
     data = {"uri": uri, "code": finding.code, "line": finding.line, "col": finding.col, "cell": finding.cell}
     actions: list[types.CodeAction] = []
@@ -172,7 +173,7 @@ def hover(texts: CellTexts, cell: int, position: types.Position) -> types.Hover 
     for finding in texts.analysis.findings:
         finding_cell, where = texts.finding_range(finding)
         if finding_cell == cell and _key(where.start) <= _key(position) <= _key(where.end):
-            parts.append(explanation(finding))
+            parts.append(explanation(finding, texts.rule_base))
             first = first or where
     if not parts:
         return None
@@ -182,7 +183,7 @@ def hover(texts: CellTexts, cell: int, position: types.Position) -> types.Hover 
     )
 
 
-def explanation(finding: Finding) -> str:
+def explanation(finding: Finding, rule_base: str | None = None) -> str:
     """A finding's message followed by its rule page's explanation, in Markdown."""
     lines = [f"**{finding.code}** ({finding.name}): {finding.message}"]
     page = page_for(finding.code)
@@ -190,5 +191,6 @@ def explanation(finding: Finding) -> str:
         for heading in ("What it does", "Why is this bad?"):
             if body := page.section(heading):
                 lines += ["", f"#### {heading}", "", body]
-        lines += ["", f"[{finding.code} in the rule book]({page.url})"]
+    if url := rule_url(finding.code, rule_base):
+        lines += ["", f"[{finding.code} in the rule book]({url})"]
     return "\n".join(lines)

@@ -63,7 +63,7 @@ class Linted:
 
     def texts(self, units: UnitCounter) -> CellTexts:
         if self._texts is None or self._texts.units != units:  # bound methods: equal, not identical
-            self._texts = CellTexts(self.analysis, units)
+            self._texts = CellTexts(self.analysis, units, self.settings.rule_url)
         return self._texts
 
 
