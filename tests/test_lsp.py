@@ -690,3 +690,38 @@ def test_a_crashing_rule_becomes_one_diagnostic():
     (diagnostic,) = diagnostics_by_cell(CellTexts(analysis, utf16_units))[0]
     assert diagnostic.severity == types.DiagnosticSeverity.Error
     assert "a torchlint bug" in diagnostic.message and "boom" in diagnostic.message
+
+
+def test_the_worker_collects_garbage_between_requests_not_during_them():
+    import gc
+    import os
+
+    from torchlint.lsp.worker import MAX_UNCOLLECTED, Collector
+
+    enabled = gc.isenabled()
+    read_end, write_end = os.pipe()
+    try:
+        with open(read_end, "rb", buffering=0) as requests, open(write_end, "wb", buffering=0) as server:
+            collector = Collector()
+            assert not gc.isenabled()  # no automatic collection in the middle of a lint
+            frozen = gc.get_freeze_count()
+            collector.when_idle(requests)
+            assert gc.get_freeze_count() == frozen  # nothing served yet: nothing to collect
+            server.write(b"x")  # a request is waiting: it is served first
+            for _ in range(MAX_UNCOLLECTED - 1):
+                collector.served()
+                collector.when_idle(requests)
+                assert gc.get_freeze_count() == frozen
+            collector.served()  # requests back to back for too long: collect anyway
+            collector.when_idle(requests)
+            assert gc.get_freeze_count() > frozen  # the survivors are frozen: never scanned again
+            requests.read(1)
+            kept = [[]]  # allocated after the freeze
+            frozen = gc.get_freeze_count()
+            collector.served()
+            collector.when_idle(requests)  # idle: collects
+            assert gc.get_freeze_count() > frozen and kept
+    finally:
+        gc.unfreeze()
+        if enabled:
+            gc.enable()
