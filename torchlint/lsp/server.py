@@ -181,7 +181,8 @@ class TorchlintServer(LanguageServer):
             request = self.lint_request(target, program)
             if request is None:  # nothing to report, as nothing is linted
                 self.pending.pop(target, None)
-                self.linted[target] = linted = Linted(Analysis(program), Settings(), str(next(self.results)))
+                settings = self.project_of(target).settings
+                self.linted[target] = linted = Linted(Analysis(program), settings, str(next(self.results)))
                 self.show(target, linted)
                 return _done()
             done = asyncio.ensure_future(self._receive(target, self.linter.lint(target, request)))

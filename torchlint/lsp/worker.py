@@ -104,9 +104,10 @@ class Collector:
     """Garbage collection off the path from a change to its diagnostics.
 
     A lint allocates a libcst tree of millions of objects, kept for code actions.
-    Python's automatic collector scans all of them once the lint is done (measured:
-    40 ms after each lint of 1,000 lines, and a 116 ms older-generation pass every
-    few lints).  Here automatic collection is off; once the worker has been idle a
+    Python's automatic collector scans all of them once the lint is done (measured on
+    a loaded 2-core machine: 20-40 ms after each lint of 1,000 lines, and a 116 ms
+    older-generation pass every few lints).  Here automatic collection is off; once
+    the worker has been idle a
     moment, it collects what the last requests allocated and freezes the survivors
     (a frozen object is never scanned again), and every ``COLLECT_ALL_EVERY``
     requests it also collects among the frozen ones (the replaced trees' cycles).
