@@ -101,8 +101,8 @@ def test_one_finding_at_a_time_is_fixed_or_silenced_as_the_whole_file_is() -> No
     check's own tree, written as ``--fix`` and ``--add-noqa`` write them (notebook cells too)."""
     source = "import torch\nw = torch.randn(3, requires_grad=True)\nw -= 0.1 * w.grad\nw += 1\n"
     indented = "".join("    " + line for line in source.splitlines(keepends=True))  # IPython dedents it
-    cells = ", ".join('{"cell_type": "code", "source": %s}' % json.dumps(text) for text in ("x = (", indented))
-    for path, content, text in (("t.py", source, source), ("nb.ipynb", '{"cells": [%s]}' % cells, indented)):
+    cells = [{"cell_type": "code", "source": text} for text in ("x = (", indented)]
+    for path, content, text in (("t.py", source, source), ("nb.ipynb", json.dumps({"cells": cells}), indented)):
         notebook = path.endswith(".ipynb")
         checked = runner.lint_content(path, content, Settings())
         first, second = checked.report.findings
