@@ -1,0 +1,157 @@
+"""Minimal reductions behind the `check` fields of corpus/dev/github2.toml (our own code, torch 2.13 CPU).
+
+    python corpus/reductions/gh2.py                 # run every reduction, print what happened
+    python corpus/reductions/gh2.py gh2_tl003_moved  # one of them
+
+Same style as measure.py: each reduction is the smallest program with the shape of a labelled
+line and prints the observed outcome. This machine has no GPU: a move to the `meta` device stands
+in for `.cuda()` / `.to(cuda_device)` (both return a copy with `ToCopyBackward0`, a non-leaf).
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+
+import torch
+from torch import nn
+
+from measure import _outcome
+
+REDUCTIONS: dict[str, Callable[[], str]] = {}
+DEVICE = "meta"  # stands in for a GPU: a real device move, which CPU -> CPU is not
+
+
+def reduction(function: Callable[[], str]) -> Callable[[], str]:
+    REDUCTIONS[function.__name__] = function
+    return function
+
+
+# TL003 -----------------------------------------------------------------------------------------
+@reduction
+def gh2_tl003_moved() -> str:
+    """`torch.ones(2, requires_grad=True).to(device)` and `p.data.clone().requires_grad_().to(device)`."""
+    factors = [torch.ones(2, requires_grad=True).to(DEVICE) for _ in range(2)]
+    copies = [nn.Linear(2, 2).weight.data.clone().requires_grad_().to(DEVICE)]
+    same = torch.ones(2, requires_grad=True).to("cpu")
+    return (f"moved: is_leaf={factors[0].is_leaf}, {copies[0].is_leaf}; optimizer: "
+            f"{_outcome(lambda: torch.optim.Adam(factors) and 'ran')}; to('cpu') on CPU: is_leaf={same.is_leaf}")
+
+
+# TL007 -----------------------------------------------------------------------------------------
+def _gen_disc() -> tuple[nn.Module, nn.Module]:
+    torch.manual_seed(0)
+    return (nn.Sequential(nn.Linear(3, 8), nn.ReLU(), nn.Linear(8, 3)),
+            nn.Sequential(nn.Linear(3, 8), nn.ReLU(), nn.Linear(8, 1)))
+
+
+@reduction
+def gh2_tl007_g_step_then_d_backward() -> str:
+    """CycleGAN shape: G's backward(retain_graph) and G's step, then D's loss on the same fake (not detached)."""
+    g, d = _gen_disc()
+    opt_g, opt_d = torch.optim.Adam(g.parameters()), torch.optim.Adam(d.parameters())
+
+    def body() -> str:
+        fake = g(torch.randn(4, 3))
+        loss_g = d(fake).mean()
+        opt_g.zero_grad()
+        loss_g.backward(retain_graph=True)
+        opt_g.step()
+        opt_d.zero_grad()
+        loss_d = d(fake).mean() - d(torch.randn(4, 3)).mean()
+        loss_d.backward()
+        opt_d.step()
+        return "ran"
+    return _outcome(body)
+
+
+@reduction
+def gh2_tl007_vae_step_then_d_backward() -> str:
+    """FactorVAE shape: D_z = D(z); VAE backward(retain_graph) and VAE step; D's loss on D_z backward."""
+    enc, d = _gen_disc()
+    opt_vae, opt_d = torch.optim.Adam(enc.parameters()), torch.optim.Adam(d.parameters())
+
+    def body() -> str:
+        z = enc(torch.randn(4, 3))
+        d_z = d(z)
+        vae_loss = z.pow(2).mean() + d_z.mean()
+        opt_vae.zero_grad()
+        vae_loss.backward(retain_graph=True)
+        opt_vae.step()
+        d_loss = d_z.mean() - d(torch.randn(4, 3)).mean()
+        opt_d.zero_grad()
+        d_loss.backward()
+        opt_d.step()
+        return "ran"
+    return _outcome(body)
+
+
+@reduction
+def gh2_tl007_recompute_after_step_ok() -> str:
+    """SRGAN's fixed shape: D backward(retain_graph), D step, then G's loss from a fresh forward."""
+    g, d = _gen_disc()
+    opt_g, opt_d = torch.optim.Adam(g.parameters()), torch.optim.Adam(d.parameters())
+    x = torch.randn(4, 3)
+    fake = g(x)
+    d_loss = 1 - d(torch.randn(4, 3)).mean() + d(fake).mean()
+    d.zero_grad()
+    d_loss.backward(retain_graph=True)
+    opt_d.step()
+    g.zero_grad()
+    fake = g(x)
+    g_loss = -d(fake).mean()
+    g_loss.backward()
+    opt_g.step()
+    return "ran, G's backward goes through a forward made after D's step"
+
+
+# TL016 -----------------------------------------------------------------------------------------
+def _leaf(*shape: int) -> torch.Tensor:
+    return (torch.randn(*shape) * 0.1).requires_grad_()
+
+
+@reduction
+def gh2_tl016_reset_unfilled_grad() -> str:
+    """InfoGAN shape: reset_grad() zeroes p.grad.data of G, D and Q after D's backward, which never reached Q."""
+    g, d, q = _leaf(3, 3), _leaf(3, 1), _leaf(3, 2)
+    params = [g, d, q]
+
+    def reset_grad() -> str:
+        for p in params:
+            p.grad.data.zero_()
+        return "ran"
+    x = torch.randn(4, 3)
+    (x @ g @ d).mean().backward()  # D's loss goes through G (fake not detached), not through Q
+    return _outcome(reset_grad)
+
+
+@reduction
+def gh2_tl016_reset_filled_grad_ok() -> str:
+    """Vanilla GAN shape: every parameter in the reset list is reached by the first backward."""
+    g, d = _leaf(3, 3), _leaf(3, 1)
+    (torch.randn(4, 3) @ g @ d).mean().backward()
+    for p in (g, d):
+        p.grad.data.zero_()
+    return f"first backward reached every parameter; p.grad.data.zero_() ran, grads sum {float(g.grad.sum() + d.grad.sum())}"
+
+
+# TL009 -----------------------------------------------------------------------------------------
+@reduction
+def gh2_tl009_no_grad_sum_ok() -> str:
+    """A metric summed from module outputs inside `with torch.no_grad()`."""
+    model = nn.Linear(3, 1)
+    total = 0
+    with torch.no_grad():
+        for _ in range(3):
+            total += ((model(torch.randn(4, 3)) - 1) ** 2).mean() * 4
+    return f"sum under no_grad: requires_grad={total.requires_grad}, grad_fn={total.grad_fn}"
+
+
+def main(names: list[str]) -> int:
+    for name in names or list(REDUCTIONS):
+        print(f"{name}: {REDUCTIONS[name]()}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
