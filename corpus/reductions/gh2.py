@@ -105,6 +105,27 @@ def gh2_tl007_recompute_after_step_ok() -> str:
     return "ran, G's backward goes through a forward made after D's step"
 
 
+@reduction
+def gh2_tl007_step_then_unrelated_backward_ok() -> str:
+    """D's step, then a backward whose graph does not go through D."""
+    g, d = _gen_disc()
+    opt_d = torch.optim.Adam(d.parameters())
+    x = torch.randn(4, 3)
+    pred = g(x)
+    d(pred.detach()).mean().backward(retain_graph=True)
+    opt_d.step()
+    (pred ** 2).mean().backward()
+    return "ran: the stepped module's weights are not in the second backward's graph"
+
+
+# TL005 -----------------------------------------------------------------------------------------
+@reduction
+def gh2_tl005_moved_data_leaf_ok() -> str:
+    """`Variable(v).cuda().requires_grad_()` on loader data: the moved copy of a plain tensor is a leaf."""
+    v = torch.randn(2, 3).to(DEVICE).requires_grad_()
+    return f"moved plain tensor then requires_grad_(): is_leaf={v.is_leaf}, requires_grad={v.requires_grad}"
+
+
 # TL016 -----------------------------------------------------------------------------------------
 def _leaf(*shape: int) -> torch.Tensor:
     return (torch.randn(*shape) * 0.1).requires_grad_()
@@ -135,6 +156,37 @@ def gh2_tl016_reset_filled_grad_ok() -> str:
     return f"first backward reached every parameter; p.grad.data.zero_() ran, grads sum {float(g.grad.sum() + d.grad.sum())}"
 
 
+# TL008 / TL002 demos ---------------------------------------------------------------------------
+@reduction
+def gh2_tl008_backward_without_update_ok() -> str:
+    """The course's accumulation demo: backward four times, print w.grad, no update anywhere."""
+    w, x = torch.tensor([1.0], requires_grad=True), torch.tensor([2.0], requires_grad=True)
+    grads = []
+    for _ in range(4):
+        (torch.add(w, x) * torch.add(w, 1)).backward()
+        grads.append(float(w.grad))
+    return f"w.grad after each backward: {grads} (accumulates, but nothing is updated from it)"
+
+
+@reduction
+def gh2_tl002_detached_alias_fill_ok() -> str:
+    """`net.conv1.weight[0].detach().fill_(1)`: in-place through a detached alias of a Parameter."""
+    conv = nn.Conv2d(1, 2, 3)
+    outcome = _outcome(lambda: (conv.weight[0].detach().fill_(1), conv.bias.data.detach().zero_(), "ran")[2])
+    return f"{outcome}; weight[0] all ones: {bool((conv.weight[0] == 1).all())}, still a leaf: {conv.weight.is_leaf}"
+
+
+@reduction
+def gh2_tl010_retained_second_backward_ok() -> str:
+    """`y.backward(retain_graph=True); y.backward()` on the course's y = (w + x) * (w + 1)."""
+    w, x = torch.tensor([1.0], requires_grad=True), torch.tensor([2.0], requires_grad=True)
+    y = torch.mul(torch.add(w, x), torch.add(w, 1))
+    y.backward(retain_graph=True)
+    first = float(w.grad)
+    y.backward()
+    return f"second backward runs: w.grad {first} then {float(w.grad)}"
+
+
 # TL009 -----------------------------------------------------------------------------------------
 @reduction
 def gh2_tl009_no_grad_sum_ok() -> str:
@@ -145,6 +197,15 @@ def gh2_tl009_no_grad_sum_ok() -> str:
         for _ in range(3):
             total += ((model(torch.randn(4, 3)) - 1) ** 2).mean() * 4
     return f"sum under no_grad: requires_grad={total.requires_grad}, grad_fn={total.grad_fn}"
+
+
+@reduction
+def gh2_tl009_argmax_score_ok() -> str:
+    """A score summed from argmax of a graph-carrying output: integer comparisons, no graph."""
+    out = nn.Linear(3, 4)(torch.randn(5, 3))
+    score = 0
+    score += (out.argmax(1) == torch.zeros(5, dtype=torch.long)).float().sum()
+    return f"argmax-based score: requires_grad={score.requires_grad}, grad_fn={score.grad_fn}"
 
 
 def main(names: list[str]) -> int:
