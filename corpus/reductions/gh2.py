@@ -87,6 +87,26 @@ def gh2_tl007_vae_step_then_d_backward() -> str:
 
 
 @reduction
+def gh2_tl007_d_step_then_g_loss_built_before() -> str:
+    """Vid-ODE shape: D's and G's adversarial losses built first; D backward (fake detached) and step; G backward."""
+    g, d = _gen_disc()
+    opt_g, opt_d = torch.optim.Adam(g.parameters()), torch.optim.Adam(d.parameters())
+
+    def body() -> str:
+        fake = g(torch.randn(4, 3))
+        loss_d = d(fake.detach()).mean() - d(torch.randn(4, 3)).mean()
+        loss_g = -d(fake).mean()
+        opt_d.zero_grad()
+        loss_d.backward()
+        opt_d.step()
+        opt_g.zero_grad()
+        loss_g.backward()
+        opt_g.step()
+        return "ran"
+    return _outcome(body)
+
+
+@reduction
 def gh2_tl007_recompute_after_step_ok() -> str:
     """SRGAN's fixed shape: D backward(retain_graph), D step, then G's loss from a fresh forward."""
     g, d = _gen_disc()
