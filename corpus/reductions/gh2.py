@@ -138,6 +138,19 @@ def gh2_tl007_step_then_unrelated_backward_ok() -> str:
     return "ran: the stepped module's weights are not in the second backward's graph"
 
 
+@reduction
+def gh2_tl007_inplace_relu_after_conv_ok() -> str:
+    """`nn.ConvTranspose2d(...), nn.ReLU(inplace=True)` and `Conv2d, BatchNorm2d, LeakyReLU(inplace=True)`."""
+    decoder = nn.Sequential(nn.ConvTranspose2d(2, 2, 4, 2, 1), nn.ReLU(inplace=True), nn.ConvTranspose2d(2, 1, 4, 2, 1))
+    encoder = nn.Sequential(nn.Conv2d(1, 2, 3), nn.BatchNorm2d(2), nn.LeakyReLU(0.2, inplace=True))
+
+    def body() -> str:
+        decoder(torch.randn(1, 2, 3, 3)).sum().backward()
+        encoder(torch.randn(2, 1, 5, 5)).sum().backward()
+        return "ran: the conv / batch-norm output is not needed by their backward"
+    return _outcome(body)
+
+
 # TL005 -----------------------------------------------------------------------------------------
 @reduction
 def gh2_tl005_moved_data_leaf_ok() -> str:
