@@ -232,6 +232,39 @@ def gh2_tl009_no_grad_sum_ok() -> str:
     return f"sum under no_grad: requires_grad={total.requires_grad}, grad_fn={total.grad_fn}"
 
 
+def _reachable_nodes(fn: object, name: str) -> int:
+    """How many autograd nodes called ``name`` hang under ``fn`` (each batch adds one)."""
+    seen, stack, count = set(), [fn], 0
+    while stack:
+        node = stack.pop()
+        if node is None or id(node) in seen:
+            continue
+        seen.add(id(node))
+        count += type(node).__name__ == name
+        stack.extend(child for child, _ in node.next_functions)
+    return count
+
+
+@reduction
+def gh2_tl009_epoch_total_returned() -> str:
+    """Unlearning shape: `regressor_loss += loss` per batch, `return regressor_loss / batches` from train()."""
+    model = nn.Linear(3, 1)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+
+    def train_epoch(batches: int) -> torch.Tensor:
+        total = 0
+        for _ in range(batches):
+            opt.zero_grad()
+            loss = model(torch.randn(4, 3)).pow(2).mean()
+            loss.backward(retain_graph=True)
+            opt.step()
+            total += loss
+        return total / batches
+    av_loss = train_epoch(5)
+    return (f"returned average: grad_fn={type(av_loss.grad_fn).__name__}, requires_grad={av_loss.requires_grad}; "
+            f"batch graphs still reachable from it: {_reachable_nodes(av_loss.grad_fn, 'MeanBackward0')} of 5")
+
+
 @reduction
 def gh2_tl009_argmax_score_ok() -> str:
     """A score summed from argmax of a graph-carrying output: integer comparisons, no graph."""
