@@ -220,6 +220,24 @@ def gh2_tl010_retained_second_backward_ok() -> str:
     return f"second backward runs: w.grad {first} then {float(w.grad)}"
 
 
+@reduction
+def gh2_tl010_generator_output_reused_in_g_loop() -> str:
+    """AdvGAN shape: `perturbation = G(x)` made before `for i in range(n_steps_G)`, each step backpropagates through it."""
+    g, d = _gen_disc()
+    opt_g = torch.optim.Adam(g.parameters())
+    x = torch.randn(4, 3)
+    adv = torch.clamp(g(x), -0.3, 0.3) + x
+
+    def body() -> str:
+        for _ in range(2):  # n_steps_G = 2
+            opt_g.zero_grad()
+            loss_g = d(adv).pow(2).mean() + adv.norm()
+            loss_g.backward()
+            opt_g.step()
+        return "ran"
+    return _outcome(body)
+
+
 # TL009 -----------------------------------------------------------------------------------------
 @reduction
 def gh2_tl009_no_grad_sum_ok() -> str:
