@@ -284,6 +284,31 @@ def gh2_tl009_epoch_total_returned() -> str:
 
 
 @reduction
+def gh2_tl009_method_history_plotted() -> str:
+    """DQN tutorial shape: `learn()` appends the loss to `self.cost_his`; `plot_cost()` plots the list."""
+    import numpy as np
+
+    class Agent:
+        def __init__(self) -> None:
+            self.q_eval = nn.Linear(3, 2)
+            self.optimizer = torch.optim.RMSprop(self.q_eval.parameters(), lr=0.01)
+            self.cost_his: list = []
+
+        def learn(self) -> None:
+            loss = self.q_eval(torch.randn(4, 3)).pow(2).mean()
+            self.optimizer.zero_grad()
+            loss.backward()
+            self.optimizer.step()
+            self.cost_his.append(loss)
+    agent = Agent()
+    for _ in range(3):
+        agent.learn()
+    kept = type(agent.cost_his[0].grad_fn).__name__
+    return f"cost_his[0].grad_fn={kept} (graph kept); np.asarray(cost_his) as plt.plot does: " + \
+        _outcome(lambda: np.asarray(agent.cost_his).shape)
+
+
+@reduction
 def gh2_tl009_argmax_score_ok() -> str:
     """A score summed from argmax of a graph-carrying output: integer comparisons, no graph."""
     out = nn.Linear(3, 4)(torch.randn(5, 3))
