@@ -107,6 +107,30 @@ def gh2_tl007_d_step_then_g_loss_built_before() -> str:
 
 
 @reduction
+def gh2_tl007_critic_step_then_actor_backward() -> str:
+    """Actor-critic tutorial shape: the critic returns its (not detached) td_error after its own backward and step;
+    the actor's loss multiplies by it and backpropagates into the critic's graph."""
+    torch.manual_seed(0)
+    actor, critic = nn.Sequential(nn.Linear(4, 20), nn.ReLU(), nn.Linear(20, 2)), \
+        nn.Sequential(nn.Linear(4, 20), nn.ReLU(), nn.Linear(20, 1))
+    opt_a, opt_c = torch.optim.Adam(actor.parameters()), torch.optim.Adam(critic.parameters())
+
+    def body() -> str:
+        s, s_ = torch.randn(1, 4), torch.randn(1, 4)
+        td_error = 1.0 + 0.9 * critic(s_) - critic(s)
+        opt_c.zero_grad()
+        (td_error ** 2).backward(retain_graph=True)
+        opt_c.step()
+        log_prob = torch.log(torch.softmax(actor(s), dim=1)[0, 0])
+        loss = -torch.mean(log_prob * td_error)
+        opt_a.zero_grad()
+        loss.backward(retain_graph=True)
+        opt_a.step()
+        return "ran"
+    return _outcome(body)
+
+
+@reduction
 def gh2_tl007_recompute_after_step_ok() -> str:
     """SRGAN's fixed shape: D backward(retain_graph), D step, then G's loss from a fresh forward."""
     g, d = _gen_disc()
