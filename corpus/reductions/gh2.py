@@ -131,6 +131,41 @@ def gh2_tl007_critic_step_then_actor_backward() -> str:
 
 
 @reduction
+def gh2_tl007_sac_q_step_then_policy_backward() -> str:
+    """SAC trainer shape: policy_loss built through qf(obs, new_actions) first; Q backward and step; policy backward."""
+    torch.manual_seed(0)
+    policy, qf = nn.Linear(3, 2), nn.Sequential(nn.Linear(5, 8), nn.ReLU(), nn.Linear(8, 1))
+    opt_q, opt_pi = torch.optim.Adam(qf.parameters()), torch.optim.Adam(policy.parameters())
+
+    def body() -> str:
+        obs, actions = torch.randn(4, 3), torch.randn(4, 2)
+        new_actions = torch.tanh(policy(obs))
+        policy_loss = -qf(torch.cat([obs, new_actions], 1)).mean()
+        qf_loss = (qf(torch.cat([obs, actions], 1)) - 1).pow(2).mean()
+        opt_q.zero_grad()
+        qf_loss.backward()
+        opt_q.step()
+        opt_pi.zero_grad()
+        policy_loss.backward()
+        opt_pi.step()
+        return "ran"
+    return _outcome(body)
+
+
+@reduction
+def gh2_tl007_step_of_an_unsaved_leaf_ok() -> str:
+    """`alpha_loss.backward(); alpha_optimizer.step(); alpha = log_alpha.exp()`: the value is read after the step."""
+    log_alpha = torch.zeros(1, requires_grad=True)
+    opt = torch.optim.Adam([log_alpha], lr=0.1)
+    log_pi = torch.randn(4, requires_grad=True)
+    (-(log_alpha * (log_pi + 1).detach()).mean()).backward()
+    opt.step()
+    alpha = log_alpha.exp()
+    (alpha * log_pi).mean().backward()
+    return f"ran, alpha={float(alpha.detach()):.3f}"
+
+
+@reduction
 def gh2_tl007_recompute_after_step_ok() -> str:
     """SRGAN's fixed shape: D backward(retain_graph), D step, then G's loss from a fresh forward."""
     g, d = _gen_disc()
