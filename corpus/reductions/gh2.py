@@ -166,6 +166,27 @@ def gh2_tl007_step_of_an_unsaved_leaf_ok() -> str:
 
 
 @reduction
+def gh2_tl007_same_loss_twice_critic_step_between() -> str:
+    """PPO tutorial shape: `loss.backward(retain_graph=True); critic_optim.step(); loss.backward()`, one loss
+    for actor and critic."""
+    torch.manual_seed(0)
+    actor, critic = nn.Linear(3, 2), nn.Sequential(nn.Linear(3, 8), nn.Tanh(), nn.Linear(8, 1))
+    opt_a, opt_c = torch.optim.Adam(actor.parameters()), torch.optim.Adam(critic.parameters())
+
+    def body() -> str:
+        inputs = torch.randn(4, 3)
+        loss = -actor(inputs).mean() + 0.5 * (critic(inputs) - 1).pow(2).mean()
+        opt_c.zero_grad()
+        loss.backward(retain_graph=True)
+        opt_c.step()
+        opt_a.zero_grad()
+        loss.backward()
+        opt_a.step()
+        return "ran"
+    return _outcome(body)
+
+
+@reduction
 def gh2_tl007_recompute_after_step_ok() -> str:
     """SRGAN's fixed shape: D backward(retain_graph), D step, then G's loss from a fresh forward."""
     g, d = _gen_disc()
