@@ -389,6 +389,22 @@ def gh2_tl009_method_history_plotted() -> str:
 
 
 @reduction
+def gh2_tl009_helper_grad_disabled_ok() -> str:
+    """CRU eval shape: the helper computes the loss under `torch.set_grad_enabled(track_gradient)`, called with False."""
+    model = nn.Linear(3, 1)
+
+    def interpolation(x: torch.Tensor, track_gradient: bool = True) -> torch.Tensor:
+        with torch.set_grad_enabled(track_gradient):
+            return model(x).pow(2).mean()
+    epoch_ll = 0
+    for _ in range(3):
+        epoch_ll += interpolation(torch.randn(4, 3), track_gradient=False)
+    train_ll = 0
+    train_ll += interpolation(torch.randn(4, 3))
+    return f"eval sum: grad_fn={epoch_ll.grad_fn}; the same helper in training: grad_fn={type(train_ll.grad_fn).__name__}"
+
+
+@reduction
 def gh2_tl009_argmax_score_ok() -> str:
     """A score summed from argmax of a graph-carrying output: integer comparisons, no graph."""
     out = nn.Linear(3, 4)(torch.randn(5, 3))
