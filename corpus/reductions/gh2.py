@@ -405,6 +405,28 @@ def gh2_tl009_helper_grad_disabled_ok() -> str:
 
 
 @reduction
+def gh2_tl009_meter_update_keeps_graph() -> str:
+    """SpareNet shape: `self.losses.update([loss * 1000])` into an AverageMeter whose update does `_sum += v`."""
+    class AverageMeter:
+        def __init__(self) -> None:
+            self._sum = [0]
+
+        def update(self, values: list) -> None:
+            for idx, v in enumerate(values):
+                self._sum[idx] += v
+    model, meter = nn.Linear(3, 1), AverageMeter()
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    for _ in range(4):
+        loss = model(torch.randn(4, 3)).pow(2).mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        meter.update([loss * 1000])
+    kept = _reachable_nodes(meter._sum[0].grad_fn, "MeanBackward0")
+    return f"meter sum grad_fn={type(meter._sum[0].grad_fn).__name__}; step graphs reachable: {kept} of 4"
+
+
+@reduction
 def gh2_tl009_argmax_score_ok() -> str:
     """A score summed from argmax of a graph-carrying output: integer comparisons, no graph."""
     out = nn.Linear(3, 4)(torch.randn(5, 3))
