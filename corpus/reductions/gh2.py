@@ -206,6 +206,42 @@ def gh2_tl007_recompute_after_step_ok() -> str:
 
 
 @reduction
+def gh2_tl007_g_steps_over_one_fake() -> str:
+    """SinGAN shape: `fake` made in the D loop; `for j in range(Gsteps)`: D(fake) backward(retain_graph), G step."""
+    g, d = _gen_disc()
+    opt_g = torch.optim.Adam(g.parameters())
+    fake = g(torch.randn(4, 3))
+
+    def body() -> str:
+        for _ in range(3):  # Gsteps = 3 (SinGAN's default)
+            g.zero_grad()
+            err_g = -d(fake).mean()
+            err_g.backward(retain_graph=True)
+            opt_g.step()
+        return "ran"
+    return _outcome(body)
+
+
+@reduction
+def gh2_tl007_d_steps_fresh_forward_ok() -> str:
+    """SinGAN D loop: every Dstep rebuilds D(real) and D(G(noise).detach()) before D's step."""
+    g, d = _gen_disc()
+    opt_d = torch.optim.Adam(d.parameters())
+
+    def body() -> str:
+        for _ in range(3):
+            d.zero_grad()
+            err_real = -d(torch.randn(4, 3)).mean()
+            err_real.backward(retain_graph=True)
+            fake = g(torch.randn(4, 3))
+            err_fake = d(fake.detach()).mean()
+            err_fake.backward(retain_graph=True)
+            opt_d.step()
+        return "ran"
+    return _outcome(body)
+
+
+@reduction
 def gh2_tl007_step_then_unrelated_backward_ok() -> str:
     """D's step, then a backward whose graph does not go through D."""
     g, d = _gen_disc()
@@ -424,6 +460,14 @@ def gh2_tl009_meter_update_keeps_graph() -> str:
         meter.update([loss * 1000])
     kept = _reachable_nodes(meter._sum[0].grad_fn, "MeanBackward0")
     return f"meter sum grad_fn={type(meter._sum[0].grad_fn).__name__}; step graphs reachable: {kept} of 4"
+
+
+@reduction
+def gh2_tl009_detached_append_ok() -> str:
+    """SinGAN: `errD2plot.append(errD.detach())` once per epoch."""
+    w = torch.ones(3, requires_grad=True)
+    history = [((w * torch.randn(3)).sum()).detach() for _ in range(3)]
+    return f"appended: grad_fn={history[0].grad_fn}, requires_grad={history[0].requires_grad}"
 
 
 @reduction
