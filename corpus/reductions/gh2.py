@@ -479,6 +479,18 @@ def gh2_tl009_argmax_score_ok() -> str:
     return f"argmax-based score: requires_grad={score.requires_grad}, grad_fn={score.grad_fn}"
 
 
+# TL015 -----------------------------------------------------------------------------------------
+@reduction
+def gh2_tl015_np_sum_of_grad_losses() -> str:
+    """FedGen: `np.sum([x * y for (x, y) in zip(counts, losses)])`, each loss summed in grad mode."""
+    import numpy as np
+    w = torch.ones(3, requires_grad=True)
+    losses = [(w * torch.randn(3)).sum() for _ in range(2)]
+    bare = _outcome(lambda: str(np.sum([n * y for n, y in zip([4, 5], losses)]).item()) and "ran")
+    detached = _outcome(lambda: str(np.sum([n * y.detach() for n, y in zip([4, 5], losses)]).item()) and "ran")
+    return f"np.sum of the losses: {bare}; with y.detach(): {detached}"
+
+
 def main(names: list[str]) -> int:
     for name in names or list(REDUCTIONS):
         print(f"{name}: {REDUCTIONS[name]()}")
