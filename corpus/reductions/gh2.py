@@ -491,6 +491,18 @@ def gh2_tl015_np_sum_of_grad_losses() -> str:
     return f"np.sum of the losses: {bare}; with y.detach(): {detached}"
 
 
+@reduction
+def gh2_tl015_np_sum_of_layer_outputs() -> str:
+    """DHCN HyperConv: `final = [embedding.weight, A @ emb, ...]; np.sum(final, 0)` inside forward."""
+    import numpy as np
+    emb = nn.Embedding(5, 3)
+    adjacency = torch.rand(5, 5)
+    final = [emb.weight]
+    for _ in range(2):
+        final.append(adjacency @ final[-1])
+    return f"np.sum(final, 0): {_outcome(lambda: np.sum(final, 0) is not None and 'ran')}"
+
+
 def main(names: list[str]) -> int:
     for name in names or list(REDUCTIONS):
         print(f"{name}: {REDUCTIONS[name]()}")
