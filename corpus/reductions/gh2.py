@@ -503,6 +503,19 @@ def gh2_tl015_np_sum_of_layer_outputs() -> str:
     return f"np.sum(final, 0): {_outcome(lambda: np.sum(final, 0) is not None and 'ran')}"
 
 
+# TL019 -----------------------------------------------------------------------------------------
+@reduction
+def gh2_tl019_attention_probabilities_to_ce() -> str:
+    """MatchingNetworks: preds = softmax(similarities) @ one-hot support labels, then F.cross_entropy(preds, y)."""
+    import torch.nn.functional as F
+    similarities = torch.tensor([[50.0, 0.0, 0.0, 0.0, 0.0]])  # all attention on the support image of class 0
+    support_y = torch.eye(5).unsqueeze(0)  # 5-way, 1-shot, one-hot
+    preds = F.softmax(similarities, 1).unsqueeze(1).bmm(support_y).squeeze(1)
+    loss = F.cross_entropy(preds, torch.tensor([0]))
+    return (f"rows sum to {preds.sum(1).item():.2f}; cross_entropy of a perfect prediction = {loss.item():.3f} "
+            f"(floor -log(e/(e+4)) = {-torch.log(torch.e / (torch.e + torch.tensor(4.0))).item():.3f}), not 0")
+
+
 def main(names: list[str]) -> int:
     for name in names or list(REDUCTIONS):
         print(f"{name}: {REDUCTIONS[name]()}")
