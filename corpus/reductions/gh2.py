@@ -38,6 +38,27 @@ def gh2_tl003_moved() -> str:
             f"{_outcome(lambda: torch.optim.Adam(factors) and 'ran')}; to('cpu') on CPU: is_leaf={same.is_leaf}")
 
 
+# TL001 -----------------------------------------------------------------------------------------
+@reduction
+def gh2_tl001_no_grad_rebind_then_requires_grad_ok() -> str:
+    """ComplianceDex test: `with torch.no_grad(): w = w - gamma * w.grad` then `w.requires_grad = True`."""
+    torch.manual_seed(0)
+    x = torch.rand(100, 1) * 5
+    y_obs = 2.3 + 5.1 * x + 0.2 * torch.randn(100, 1)
+    w, b = torch.randn(1, requires_grad=True), torch.randn(1, requires_grad=True)
+    losses = []
+    for _ in range(50):
+        mse = torch.mean((w * x + b - y_obs) ** 2)
+        mse.backward()
+        losses.append(mse.item())
+        with torch.no_grad():
+            w = w - 0.01 * w.grad
+            b = b - 0.01 * b.grad
+        w.requires_grad = True
+        b.requires_grad = True
+    return f"w.is_leaf={w.is_leaf}, loss {losses[0]:.2f} -> {losses[-1]:.2f}"
+
+
 # TL007 -----------------------------------------------------------------------------------------
 def _gen_disc() -> tuple[nn.Module, nn.Module]:
     torch.manual_seed(0)
