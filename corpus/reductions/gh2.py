@@ -339,6 +339,23 @@ def gh2_tl008_backward_without_update_ok() -> str:
 
 
 @reduction
+def gh2_tl002_param_column_edit() -> str:
+    """knowledge-neurons: `layer.output.dense.weight[:, pos] -= emb * lam` outside no_grad (model.eval() only)."""
+    dense = nn.Linear(4, 3).eval()
+    emb = nn.Embedding(5, 3).weight[1]
+
+    def edit() -> str:
+        dense.weight[:, 2] -= emb * 0.5
+        return "ran"
+
+    def edit_no_grad() -> str:
+        with torch.no_grad():
+            dense.weight[:, 2] -= emb * 0.5
+        return f"ran, is_leaf={dense.weight.is_leaf}"
+    return f"in grad mode: {_outcome(edit)} / under no_grad: {_outcome(edit_no_grad)}"
+
+
+@reduction
 def gh2_tl002_detached_alias_fill_ok() -> str:
     """`net.conv1.weight[0].detach().fill_(1)`: in-place through a detached alias of a Parameter."""
     conv = nn.Conv2d(1, 2, 3)
