@@ -59,6 +59,16 @@ def gh2_tl001_no_grad_rebind_then_requires_grad_ok() -> str:
     return f"w.is_leaf={w.is_leaf}, loss {losses[0]:.2f} -> {losses[-1]:.2f}"
 
 
+@reduction
+def gh2_tl003_parameter_moved() -> str:
+    """torchnca: `self.A = torch.nn.Parameter(a).to(self.device)`, then `torch.optim.SGD([self.A])`."""
+    moved = torch.nn.Parameter(torch.randn(2, 3)).to(DEVICE)
+    same = torch.nn.Parameter(torch.randn(2, 3)).to("cpu")
+    return (f"moved: type={type(moved).__name__}, is_leaf={moved.is_leaf}; SGD: "
+            f"{_outcome(lambda: torch.optim.SGD([moved], lr=0.1) and 'ran')}; "
+            f"to('cpu') on CPU: type={type(same).__name__}, is_leaf={same.is_leaf}")
+
+
 # TL007 -----------------------------------------------------------------------------------------
 def _gen_disc() -> tuple[nn.Module, nn.Module]:
     torch.manual_seed(0)
