@@ -69,6 +69,15 @@ def gh2_tl003_parameter_moved() -> str:
             f"to('cpu') on CPU: type={type(same).__name__}, is_leaf={same.is_leaf}")
 
 
+@reduction
+def gh2_tl003_move_then_requires_grad_ok() -> str:
+    """randomCNN-voice-transfer (fixed): `x = x.cuda(); x.requires_grad = True; Adam([x])`."""
+    x = torch.randn(2, 3) * 1e-3
+    x = x.to(DEVICE)
+    x.requires_grad = True
+    return f"moved then flagged: is_leaf={x.is_leaf}, requires_grad={x.requires_grad}; Adam: {_outcome(lambda: torch.optim.Adam([x]) and 'ran')}"
+
+
 # TL007 -----------------------------------------------------------------------------------------
 def _gen_disc() -> tuple[nn.Module, nn.Module]:
     torch.manual_seed(0)
