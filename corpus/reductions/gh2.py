@@ -78,6 +78,14 @@ def gh2_tl003_move_then_requires_grad_ok() -> str:
     return f"moved then flagged: is_leaf={x.is_leaf}, requires_grad={x.requires_grad}; Adam: {_outcome(lambda: torch.optim.Adam([x]) and 'ran')}"
 
 
+@reduction
+def gh2_tl003_module_to_ok() -> str:
+    """differentiable-mpc: `self.cell = nn.LSTMCell(n, n).to(self.device)` — Module.to moves parameters in place."""
+    cell = nn.LSTMCell(3, 3).to(DEVICE)
+    leaves = all(p.is_leaf for p in cell.parameters())
+    return f"Module.to: returns the module, parameters still leaves: {leaves}; Adam: {_outcome(lambda: torch.optim.Adam(cell.parameters()) and 'ran')}"
+
+
 # TL007 -----------------------------------------------------------------------------------------
 def _gen_disc() -> tuple[nn.Module, nn.Module]:
     torch.manual_seed(0)
