@@ -303,6 +303,24 @@ def gh2_tl007_step_then_unrelated_backward_ok() -> str:
 
 
 @reduction
+def gh2_tl007_quadrant_write_into_shared_input() -> str:
+    """TSAN CSB: `out = x; out[:, :, :h, :w] = f_all[...]` while another branch's conv saved x (MCAB: drb(x), csb(x))."""
+    torch.manual_seed(0)
+    conv_a, conv_b = nn.Conv2d(2, 2, 1), nn.Conv2d(8, 8, 1)
+    x = nn.Conv2d(2, 2, 1)(torch.randn(1, 2, 4, 4))   # an intermediate, as first_out in TSAN
+
+    def body() -> str:
+        down = conv_a(x)                                   # saves x for the weight gradient
+        quads = [x[:, :, :2, :2], x[:, :, 2:, :2], x[:, :, :2, 2:], x[:, :, 2:, 2:]]
+        f_all = conv_b(torch.cat(quads, 1))
+        out = x
+        out[:, :, :2, :2] = f_all[:, :2]
+        (down * out).sum().backward()
+        return "ran"
+    return _outcome(body)
+
+
+@reduction
 def gh2_tl007_inplace_relu_after_conv_ok() -> str:
     """`nn.ConvTranspose2d(...), nn.ReLU(inplace=True)` and `Conv2d, BatchNorm2d, LeakyReLU(inplace=True)`."""
     decoder = nn.Sequential(nn.ConvTranspose2d(2, 2, 4, 2, 1), nn.ReLU(inplace=True), nn.ConvTranspose2d(2, 1, 4, 2, 1))
