@@ -86,6 +86,26 @@ def gh2_tl003_module_to_ok() -> str:
     return f"Module.to: returns the module, parameters still leaves: {leaves}; Adam: {_outcome(lambda: torch.optim.Adam(cell.parameters()) and 'ran')}"
 
 
+@reduction
+def gh2_tl003_moved_input_grad_read() -> str:
+    """smoothgrad: `img = Variable(img, requires_grad=True); img = img.cuda()`, then backward and `img.grad.data`.
+
+    A dtype copy stands in for the device copy here (both are ToCopyBackward0), since meta tensors have no backward.
+    """
+    import warnings
+    model = nn.Linear(3, 2).double()
+    img = torch.randn(1, 3, requires_grad=True)
+    img = img.to(torch.float64)
+
+    def body() -> str:
+        model(img).sum().backward()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return str(img.grad.data)
+    return (f"copied input: is_leaf={img.is_leaf}, grad_fn={type(img.grad_fn).__name__}; "
+            f"reading img.grad.data after backward: {_outcome(body)}")
+
+
 # TL007 -----------------------------------------------------------------------------------------
 def _gen_disc() -> tuple[nn.Module, nn.Module]:
     torch.manual_seed(0)
