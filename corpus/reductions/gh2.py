@@ -382,6 +382,16 @@ def gh2_tl016_reset_unfilled_grad() -> str:
 
 
 @reduction
+def gh2_tl016_guarded_zero_ok() -> str:
+    """smoothgrad: `if x.grad is not None: x.grad.data.zero_()` before the first backward of a fresh leaf."""
+    x = torch.randn(3, requires_grad=True)
+    if x.grad is not None:
+        x.grad.data.zero_()
+    (x * 2).sum().backward()
+    return f"guard skipped the None grad; after backward x.grad={x.grad.tolist()}"
+
+
+@reduction
 def gh2_tl016_reset_filled_grad_ok() -> str:
     """Vanilla GAN shape: every parameter in the reset list is reached by the first backward."""
     g, d = _leaf(3, 3), _leaf(3, 1)
