@@ -605,6 +605,22 @@ def gh2_tl015_np_sum_of_grad_losses() -> str:
 
 
 @reduction
+def gh2_tl015_epoch_means_plotted() -> str:
+    """Lofi: per-batch losses appended, `sum(list) / len(list)` per epoch, the epoch values appended and plotted.
+
+    matplotlib is not installed here; np.asarray is the conversion its plot() applies to y data.
+    """
+    import numpy as np
+    model = nn.Linear(3, 1)
+    history = []
+    for _ in range(2):  # epochs
+        batch_losses = [model(torch.randn(4, 3)).pow(2).mean() for _ in range(3)]
+        history.append(sum(batch_losses) / len(batch_losses))
+    return (f"epoch mean: grad_fn={type(history[0].grad_fn).__name__}; "
+            f"np.asarray(history): {_outcome(lambda: np.asarray(history) is not None and 'ran')}")
+
+
+@reduction
 def gh2_tl015_np_sum_of_layer_outputs() -> str:
     """DHCN HyperConv: `final = [embedding.weight, A @ emb, ...]; np.sum(final, 0)` inside forward."""
     import numpy as np
