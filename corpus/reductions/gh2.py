@@ -14,9 +14,8 @@ import sys
 from collections.abc import Callable
 
 import torch
-from torch import nn
-
 from measure import _outcome
+from torch import nn
 
 REDUCTIONS: dict[str, Callable[[], str]] = {}
 DEVICE = "meta"  # stands in for a GPU: a real device move, which CPU -> CPU is not
