@@ -1,0 +1,97 @@
+"""Reductions behind the `check` fields of corpus/dev/notebooks.toml and corpus/dev/pypi2.toml.
+
+Our own minimal programs (torch 2.13 CPU), one per labelled shape, in the style of measure.py:
+
+    python corpus/reductions/nb.py             # run every reduction, print what happened
+    python corpus/reductions/nb.py sac_critic_step_then_policy_backward
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from measure import _outcome
+
+REDUCTIONS: dict[str, Callable[[], str]] = {}
+
+
+def reduction(function: Callable[[], str]) -> Callable[[], str]:
+    REDUCTIONS[function.__name__] = function
+    return function
+
+
+def _actor_critic() -> tuple[nn.Module, nn.Module, torch.Tensor, torch.Tensor]:
+    torch.manual_seed(0)
+    actor, critic = nn.Linear(3, 2), nn.Sequential(nn.Linear(5, 8), nn.ReLU(), nn.Linear(8, 1))
+    return actor, critic, torch.randn(4, 3), torch.randn(4, 2)
+
+
+# TL007: an optimizer step between two backwards through the same module ------------------------
+@reduction
+def sac_critic_step_then_policy_backward() -> str:
+    """SAC shape: both losses built first, critic stepped, then the policy loss backpropagated through the critic."""
+    actor, critic, state, action = _actor_critic()
+    opt_critic = torch.optim.Adam(critic.parameters())
+    opt_actor = torch.optim.Adam(actor.parameters())
+
+    def body() -> str:
+        q_loss = (critic(torch.cat([state, action], -1)) - 1.0).pow(2).mean()
+        policy_loss = -critic(torch.cat([state, actor(state)], -1)).mean()
+        opt_critic.zero_grad()
+        q_loss.backward()
+        opt_critic.step()
+        opt_actor.zero_grad()
+        policy_loss.backward()
+        opt_actor.step()
+        return "ran"
+    return _outcome(body)
+
+
+@reduction
+def ddpg_actor_step_then_critic_backward_ok() -> str:
+    """Both losses built first, the actor stepped, then the critic loss (which never used the actor) backpropagated."""
+    actor, critic, state, action = _actor_critic()
+    opt_critic = torch.optim.Adam(critic.parameters())
+    opt_actor = torch.optim.Adam(actor.parameters())
+    q_loss = (critic(torch.cat([state, action], -1)) - 1.0).pow(2).mean()
+    policy_loss = -critic(torch.cat([state, actor(state)], -1)).mean()
+    opt_actor.zero_grad()
+    policy_loss.backward()
+    opt_actor.step()
+    opt_critic.zero_grad()
+    return _outcome(lambda: (q_loss.backward(), opt_critic.step(), "ran")[2])
+
+
+# TL006 -----------------------------------------------------------------------------------------
+@reduction
+def full_int_fill_requires_grad() -> str:
+    return "torch.full((2, 1), 1, requires_grad=True) -> " + \
+        _outcome(lambda: torch.full((2, 1), 1, requires_grad=True).dtype)
+
+
+# TL003 -----------------------------------------------------------------------------------------
+@reduction
+def nonleaf_collocation_autograd_grad_ok() -> str:
+    """PINN shape: a converted copy of a leaf, used only as `inputs` of torch.autograd.grad."""
+    r = torch.tensor(np.linspace(0.0, 1.0, 5), requires_grad=True).float().reshape(-1, 1)
+    net = nn.Sequential(nn.Linear(1, 4), nn.Tanh(), nn.Linear(4, 1))
+    y = net(r)
+    dy = torch.autograd.grad(y, r, grad_outputs=torch.ones_like(y), create_graph=True)[0]
+    return f"r.is_leaf={r.is_leaf}; autograd.grad(y, r) shape={tuple(dy.shape)}; (dy**2).mean().backward() -> " + \
+        _outcome(lambda: ((dy ** 2).mean().backward(), "ran")[1])
+
+
+def main(names: list[str]) -> int:
+    for name in names or list(REDUCTIONS):
+        print(f"{name}: {REDUCTIONS[name]()}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
