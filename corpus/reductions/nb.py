@@ -87,6 +87,17 @@ def nonleaf_collocation_autograd_grad_ok() -> str:
         _outcome(lambda: ((dy ** 2).mean().backward(), "ran")[1])
 
 
+# TL015 -----------------------------------------------------------------------------------------
+@reduction
+def td_error_numpy_of_prediction() -> str:
+    """Prioritised replay: |q_current - q_target.detach()| of a model output, straight to numpy."""
+    model = nn.Linear(3, 2)
+    q_current = model(torch.randn(4, 3)).gather(1, torch.zeros(4, 1, dtype=torch.long)).squeeze()
+    q_target = torch.randn(4)
+    return "(q_current - q_target.detach()).abs().cpu().numpy() -> " + \
+        _outcome(lambda: (q_current - q_target.detach()).abs().cpu().numpy().shape)
+
+
 def main(names: list[str]) -> int:
     for name in names or list(REDUCTIONS):
         print(f"{name}: {REDUCTIONS[name]()}")
