@@ -98,6 +98,19 @@ def td_error_numpy_of_prediction() -> str:
         _outcome(lambda: (q_current - q_target.detach()).abs().cpu().numpy().shape)
 
 
+
+@reduction
+def numpy_under_no_grad_ok() -> str:
+    model = nn.Linear(3, 1)
+
+    @torch.no_grad()
+    def predict(x: torch.Tensor) -> np.ndarray:
+        return model(x).cpu().numpy()
+    with torch.no_grad():
+        inline = model(torch.rand(2, 3)).cpu().numpy()
+    return f"@torch.no_grad() predict(): shape {predict(torch.rand(2, 3)).shape}; with torch.no_grad(): shape {inline.shape}"
+
+
 def main(names: list[str]) -> int:
     for name in names or list(REDUCTIONS):
         print(f"{name}: {REDUCTIONS[name]()}")
