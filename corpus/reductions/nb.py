@@ -111,6 +111,28 @@ def numpy_under_no_grad_ok() -> str:
     return f"@torch.no_grad() predict(): shape {predict(torch.rand(2, 3)).shape}; with torch.no_grad(): shape {inline.shape}"
 
 
+
+# TL009 -----------------------------------------------------------------------------------------
+@reduction
+def loss_history_plotted() -> str:
+    """A Keras-like fit(): each epoch's loss tensor appended, the list plotted afterwards.
+
+    matplotlib is not installed here; plt.plot turns its y data into an array with np.asarray, so that
+    conversion is what is measured."""
+    model = nn.Linear(3, 1)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    x, y = torch.randn(8, 3), torch.randn(8, 1)
+    losses = []
+    for _ in range(3):
+        loss = F.mse_loss(model(x), y)
+        losses.append(loss)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    return f"losses[0].grad_fn={type(losses[0].grad_fn).__name__}; np.asarray(losses) -> " + \
+        _outcome(lambda: np.asarray(losses).shape)[:100]
+
+
 def main(names: list[str]) -> int:
     for name in names or list(REDUCTIONS):
         print(f"{name}: {REDUCTIONS[name]()}")
