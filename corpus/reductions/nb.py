@@ -133,6 +133,20 @@ def loss_history_plotted() -> str:
         _outcome(lambda: np.asarray(losses).shape)[:100]
 
 
+
+@reduction
+def moved_accumulator_start_ok() -> str:
+    """A regulariser sum started from torch.tensor(0., requires_grad=True).to(dev): a non-leaf start value,
+    never read for .grad nor optimized; the parameters still get their gradients."""
+    model = nn.Linear(3, 2)
+    reg = torch.tensor(0.0, requires_grad=True).to(torch.float64)  # .to(device) on a GPU; a dtype move here
+    for p in model.parameters():
+        reg = reg + torch.norm(p)
+    reg.backward()
+    return f"start.is_leaf={torch.tensor(0.0, requires_grad=True).to(torch.float64).is_leaf}; " \
+           f"weight.grad is None: {model.weight.grad is None}"
+
+
 def main(names: list[str]) -> int:
     for name in names or list(REDUCTIONS):
         print(f"{name}: {REDUCTIONS[name]()}")
