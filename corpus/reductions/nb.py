@@ -17,6 +17,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from measure import _outcome
+from measure import main as run_reductions
 
 REDUCTIONS: dict[str, Callable[[], str]] = {}
 
@@ -26,23 +27,24 @@ def reduction(function: Callable[[], str]) -> Callable[[], str]:
     return function
 
 
-def _actor_critic() -> tuple[nn.Module, nn.Module, torch.Tensor, torch.Tensor]:
+def _actor_critic_losses() -> tuple[torch.Tensor, torch.Tensor, torch.optim.Optimizer, torch.optim.Optimizer]:
+    """A critic loss on stored actions and a policy loss through the critic, both built up front (the
+    RL update shape), with one Adam per network: (q_loss, policy_loss, opt_critic, opt_actor)."""
     torch.manual_seed(0)
     actor, critic = nn.Linear(3, 2), nn.Sequential(nn.Linear(5, 8), nn.ReLU(), nn.Linear(8, 1))
-    return actor, critic, torch.randn(4, 3), torch.randn(4, 2)
+    state, action = torch.randn(4, 3), torch.randn(4, 2)
+    q_loss = (critic(torch.cat([state, action], -1)) - 1.0).pow(2).mean()
+    policy_loss = -critic(torch.cat([state, actor(state)], -1)).mean()
+    return q_loss, policy_loss, torch.optim.Adam(critic.parameters()), torch.optim.Adam(actor.parameters())
 
 
 # TL007: an optimizer step between two backwards through the same module ------------------------
 @reduction
 def sac_critic_step_then_policy_backward() -> str:
     """SAC shape: both losses built first, critic stepped, then the policy loss backpropagated through the critic."""
-    actor, critic, state, action = _actor_critic()
-    opt_critic = torch.optim.Adam(critic.parameters())
-    opt_actor = torch.optim.Adam(actor.parameters())
+    q_loss, policy_loss, opt_critic, opt_actor = _actor_critic_losses()
 
     def body() -> str:
-        q_loss = (critic(torch.cat([state, action], -1)) - 1.0).pow(2).mean()
-        policy_loss = -critic(torch.cat([state, actor(state)], -1)).mean()
         opt_critic.zero_grad()
         q_loss.backward()
         opt_critic.step()
@@ -56,11 +58,7 @@ def sac_critic_step_then_policy_backward() -> str:
 @reduction
 def ddpg_actor_step_then_critic_backward_ok() -> str:
     """Both losses built first, the actor stepped, then the critic loss (which never used the actor) backpropagated."""
-    actor, critic, state, action = _actor_critic()
-    opt_critic = torch.optim.Adam(critic.parameters())
-    opt_actor = torch.optim.Adam(actor.parameters())
-    q_loss = (critic(torch.cat([state, action], -1)) - 1.0).pow(2).mean()
-    policy_loss = -critic(torch.cat([state, actor(state)], -1)).mean()
+    q_loss, policy_loss, opt_critic, opt_actor = _actor_critic_losses()
     opt_actor.zero_grad()
     policy_loss.backward()
     opt_actor.step()
@@ -147,11 +145,5 @@ def moved_accumulator_start_ok() -> str:
            f"weight.grad is None: {model.weight.grad is None}"
 
 
-def main(names: list[str]) -> int:
-    for name in names or list(REDUCTIONS):
-        print(f"{name}: {REDUCTIONS[name]()}")
-    return 0
-
-
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    sys.exit(run_reductions(sys.argv[1:], REDUCTIONS))
