@@ -14,10 +14,9 @@ from collections.abc import Callable
 import numpy as np
 import torch
 import torch.nn.functional as F
-from torch import nn
-
 from measure import _outcome
 from measure import main as run_reductions
+from torch import nn
 
 REDUCTIONS: dict[str, Callable[[], str]] = {}
 
