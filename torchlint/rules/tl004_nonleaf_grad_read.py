@@ -8,21 +8,12 @@ import libcst as cst
 
 from torchlint import fixes
 from torchlint.analysis import Kind, Value, dotted_name
-from torchlint.analysis.torch_api import CONVERSION_METHODS
+from torchlint.analysis import torch_api as api
+from torchlint.analysis.bindings import bindings_in_scope
+from torchlint.analysis.events import backward_call, graph_root_key
 from torchlint.analysis.values import ASSUMED_TAGS
 from torchlint.rule import Fix, FixSafety, Rule
-from torchlint.rules._graph import backward_call, bindings_in_scope, graph_root_key
 from torchlint.saved_tensors import saved_tensor_table
-
-# Conversions that copy a default (float32) tensor: the result is a non-leaf on any device.
-_DTYPE_COPIES = frozenset({"double", "half", "bfloat16"})
-# Ops that may hand back their input object unchanged (``x.flatten()`` of a 1-d tensor).
-_MAY_RETURN_SELF = CONVERSION_METHODS | {"flatten", "detach", "requires_grad_", "data"}
-# Calls that cannot call ``retain_grad()`` on a tensor passed to them.
-_INERT_BUILTINS = frozenset(
-    {"print", "len", "float", "int", "str", "repr", "format", "isinstance", "type", "id", "round", "abs", "bool"}
-)
-_ARITHMETIC = (cst.Add, cst.Subtract, cst.Multiply, cst.Divide, cst.MatrixMultiply, cst.Power)
 
 
 @dataclass(frozen=True)
@@ -52,7 +43,6 @@ class NonleafGradRead(Rule):
         self._retains: dict[object, list[_Retain]] = {}  # tensor identity -> retain_grad() calls
         self._bound_at: dict[int, int] = {}  # id(value expression) -> when it was bound
         self._escaped: set[object] = set()  # tensors handed to code that might retain them
-        self._stores: set[int] = set()  # ids of `.grad` attributes that are written, not read
         self._may_retain_elsewhere = "retain_grad" in self.ctx.source
 
     # ------------------------------------------------------------ events
@@ -66,10 +56,6 @@ class NonleafGradRead(Rule):
 
     def visit_Assign(self, node: cst.Assign) -> None:
         self._bound_at[id(node.value)] = self._next()
-        for target in node.targets:
-            self._stores.add(id(target.target))
-            if isinstance(target.target, (cst.Tuple, cst.List)):
-                self._stores.update(id(element.value) for element in target.target.elements)
         if self._may_retain_elsewhere and any(isinstance(t.target, cst.Subscript) for t in node.targets):
             # Stored into a container (`acts[name] = h`): whoever reads it may retain it.
             values = node.value.elements if isinstance(node.value, (cst.Tuple, cst.List)) else [node.value]
@@ -79,15 +65,9 @@ class NonleafGradRead(Rule):
     def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
         if node.value is not None:
             self._bound_at[id(node.value)] = self._next()
-        self._stores.add(id(node.target))
 
     def visit_AugAssign(self, node: cst.AugAssign) -> None:
         self._bound_at[id(node)] = self._next()
-
-    def visit_Del(self, node: cst.Del) -> None:
-        self._stores.add(id(node.target))
-        if isinstance(node.target, (cst.Tuple, cst.List)):
-            self._stores.update(id(e.value) for e in node.target.elements)
 
     def visit_Call(self, node: cst.Call) -> None:
         backward = backward_call(node, self.ctx)
@@ -116,7 +96,7 @@ class NonleafGradRead(Rule):
         qualified = self.ctx.qualify(func)
         if qualified is not None and qualified.split(".")[0] == "torch":
             return True
-        if isinstance(func, cst.Name) and func.value in _INERT_BUILTINS:
+        if isinstance(func, cst.Name) and func.value in api.ARGUMENT_PRESERVING_BUILTINS:
             return True
         if isinstance(func, cst.Attribute) and self.ctx.value_of(func.value).is_tensor:
             return True
@@ -136,7 +116,7 @@ class NonleafGradRead(Rule):
 
     # ------------------------------------------------------------ reads
     def visit_Attribute(self, node: cst.Attribute) -> None:
-        if node.attr.value != "grad" or id(node) in self._stores:
+        if node.attr.value != "grad" or self.ctx.is_assignment_target(node):
             return
         base = node.value
         key = dotted_name(base)
@@ -174,7 +154,7 @@ class NonleafGradRead(Rule):
     def _is_nonleaf(self, key: str, value: Value) -> bool:
         if value.kind is not Kind.NONLEAF:
             return False
-        if value.tags & ASSUMED_TAGS and self._leafed_in_scope(key):
+        if value.tags & ASSUMED_TAGS and self.ctx.made_leaf_in_scope(key):
             # Computed from tensors only assumed to require grad, then made a leaf on purpose.
             return False
         if "device-dependent" in value.tags:
@@ -184,7 +164,7 @@ class NonleafGradRead(Rule):
             return (
                 isinstance(origin, cst.Call)
                 and isinstance(origin.func, cst.Attribute)
-                and origin.func.attr.value in _DTYPE_COPIES
+                and origin.func.attr.value in api.DTYPE_COPYING_METHODS
             )
         return True
 
@@ -200,13 +180,13 @@ class NonleafGradRead(Rule):
         assignment = bindings_in_scope(self.ctx, name).single_assignment()
         if assignment is None or not self._is_op_result(assignment.value):
             return False
-        if self._leafed_in_scope(name):
+        if self.ctx.made_leaf_in_scope(name):
             return False
         return any(name in b.roots for b in self._backwards.get(self._scope, ()))
 
     def _is_op_result(self, expr: cst.BaseExpression) -> bool:
         if isinstance(expr, cst.BinaryOperation):
-            return isinstance(expr.operator, _ARITHMETIC)
+            return type(expr.operator).__name__ in api.OPERATOR_OPS
         if not isinstance(expr, cst.Call):
             return False
         qualified = self.ctx.qualify(expr.func)
@@ -215,14 +195,8 @@ class NonleafGradRead(Rule):
             return qualified.startswith("torch.") and saved_tensor_table().op(name) is not None
         if isinstance(expr.func, cst.Attribute):
             method = expr.func.attr.value
-            return method not in _MAY_RETURN_SELF and saved_tensor_table().op(method) is not None
+            return method not in api.MAY_RETURN_SELF_METHODS and saved_tensor_table().op(method) is not None
         return False
-
-    def _leafed_in_scope(self, name: str) -> bool:
-        """``name.requires_grad_()`` / ``name.requires_grad = ...`` / ``name.detach_()`` anywhere here."""
-        body = self.ctx.function.node.body if self.ctx.function is not None else self.ctx.module
-        source = self.ctx.module.code_for_node(body)
-        return any(f"{name}.{attr}" in source for attr in ("requires_grad", "detach_"))
 
     def _retained_too_late(self, retains: list[_Retain], bound_at: int | None, read_at: int) -> bool:
         """True only when the tensor was bound, then backpropagated, and only then retained,
