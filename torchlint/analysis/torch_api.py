@@ -294,3 +294,24 @@ METADATA_METHODS = frozenset(
 )
 # ``xs.append(v)``: the list now also holds ``v``.
 APPEND_METHODS = frozenset({"append"})
+
+# ---------------------------------------------------------------- graphs (TL010)
+# Tensor methods whose result has no graph, whatever the receiver.
+GRAPH_FREE_RESULT_METHODS = DETACHING_METHODS | SCALAR_METHODS | METADATA_METHODS | NON_DIFFERENTIABLE
+# Conversions whose result hangs off the receiver's graph (``t.type()`` without arguments is a string).
+GRAPH_CONVERSION_METHODS = CONVERSION_METHODS - {"type"}
+# Methods that do not change their arguments or receiver in place (tensor conversions and
+# methods without a graph, optimizer, list and logging calls).
+ARGUMENT_PRESERVING_METHODS = (
+    GRAPH_CONVERSION_METHODS
+    | GRAPH_FREE_RESULT_METHODS
+    | frozenset("backward step zero_grad append extend insert format item write info debug log add_scalar".split())
+)
+# Built-in modules with trainable parameters (their output certainly requires grad) that
+# save tensors for backward: measured with torch 2.13 (a second backward raises M5).
+SAVING_PARAMETER_MODULES = frozenset(
+    "Linear Bilinear Conv1d Conv2d Conv3d ConvTranspose1d ConvTranspose2d ConvTranspose3d RNN LSTM GRU "
+    "RNNCell LSTMCell GRUCell Embedding LayerNorm GroupNorm BatchNorm1d BatchNorm2d BatchNorm3d PReLU".split()
+)
+# ... of which the output does not depend differentiably on the input.
+NOT_DIFFERENTIABLE_IN_INPUT_MODULES = frozenset({"Embedding"})

@@ -21,42 +21,16 @@ import libcst as cst
 
 from torchlint import fixes
 from torchlint.analysis import Kind, dotted_name, keyword_arg
-from torchlint.analysis.events import AutogradEvent, EventKind, frees_graph
+from torchlint.analysis import torch_api as api
+from torchlint.analysis.events import AutogradEvent, EventKind, frees_graph, has_backward
 from torchlint.analysis.names import dotted_expression
-from torchlint.analysis.torch_api import FACTORIES, PARAMETER, PARAMETERLESS_MODULES
-from torchlint.analysis.walk import children, scan
+from torchlint.analysis.scopes import subscript_root, target_keys
+from torchlint.analysis.uses import changed_in_place
+from torchlint.analysis.walk import children
 from torchlint.rule import Rule
 from torchlint.saved_tensors import NOTHING, saved_tensor_table
 
-# Built-in modules with trainable parameters (their output certainly requires grad) that
-# save tensors for backward: measured with torch 2.13 (a second backward raises M5).
-_SAVING_PARAMETER_MODULES = frozenset(
-    "Linear Bilinear Conv1d Conv2d Conv3d ConvTranspose1d ConvTranspose2d ConvTranspose3d RNN LSTM GRU "
-    "RNNCell LSTMCell GRUCell Embedding LayerNorm GroupNorm BatchNorm1d BatchNorm2d BatchNorm3d PReLU".split()
-)
-# ... of which the output does not depend differentiably on the input.
-_NOT_DIFFERENTIABLE_IN_INPUT = frozenset({"Embedding"})
-_BINARY_OPS: dict[type[cst.BaseBinaryOp], str] = {
-    cst.Add: "add", cst.Subtract: "sub", cst.Multiply: "mul", cst.Divide: "div", cst.MatrixMultiply: "matmul",
-    cst.Power: "pow",
-}
-_AUG_OPS: dict[type[cst.BaseAugOp], str] = {
-    cst.AddAssign: "add", cst.SubtractAssign: "sub", cst.MultiplyAssign: "mul", cst.DivideAssign: "div",
-    cst.MatrixMultiplyAssign: "matmul", cst.PowerAssign: "pow",
-}
-# Differentiable tensor methods that are not in the table and save nothing we rely on.
-_CONVERSIONS = frozenset({"to", "cuda", "cpu", "float", "double", "half", "bfloat16", "contiguous"})
-_NO_GRAPH_METHODS = frozenset({"detach", "item", "tolist", "numpy", "size", "dim", "numel", "argmax", "argmin"})
-_FREEZE_MARKERS = ("requires_grad_(False)", "requires_grad = False", "requires_grad=False")
-_GRAD_DISABLING = frozenset({"torch.no_grad", "torch.inference_mode"})
 _MAX_PRELOOP_DEPTH = 4
-_PURE_BUILTINS = frozenset("print len float int bool str range enumerate zip isinstance min max abs round sum".split())
-# Methods that do not change their arguments (tensor methods, list.append, optimizer/logging calls).
-_HARMLESS_METHODS = (
-    _CONVERSIONS
-    | _NO_GRAPH_METHODS
-    | frozenset("backward step zero_grad append extend insert format item write info debug log add_scalar".split())
-)
 
 
 def _op_saves(name: str) -> bool | None:
@@ -136,7 +110,8 @@ class BackwardThroughFreedGraph(Rule):
         super().__init__(*args, **kwargs)  # type: ignore[arg-type]
         self._preloop: dict[str, _Sym] = {}
         self._exprs: dict[int, cst.CSTNode] = {}
-        self._frozen: bool | None = None
+        # Whether the current loop's check assumed a built-in module's parameters require grad.
+        self._assumed_trainable = False
         # What each statement the loop check cannot execute may change (see ``_forget``), for the
         # loop being checked: both symbolic iterations ask, at the same program point.
         self._forgotten: dict[int, set[str]] = {}
@@ -151,16 +126,15 @@ class BackwardThroughFreedGraph(Rule):
     def _check_loop(self, loop: cst.For | cst.While) -> None:
         if self.ctx.grad_mode.statically_disabled or not isinstance(loop.body, cst.IndentedBlock):
             return
-        if not self._has_backward(loop.body):
+        if not has_backward(self.ctx, loop.body):
             return
-        if self._frozen is None:
-            self._frozen = any(marker in self.ctx.source for marker in _FREEZE_MARKERS)
         self._preloop = {}
         self._forgotten = {}
-        carried = _assigned_keys(loop.body)
+        self._assumed_trainable = False
+        carried = set(self.ctx.binding_table(loop.body).keys)
         if isinstance(loop, cst.For):
-            carried |= _target_keys(loop.target)
-        volatile = self._volatile_keys(loop.body)
+            carried |= target_keys(loop.target)
+        volatile = changed_in_place(self.ctx, loop.body)
         try:
             first = self._run(loop, 1, {key: self._pre(key, volatile) for key in carried}, volatile)
             second = self._run(loop, 2, dict(first.env), volatile)
@@ -175,7 +149,7 @@ class BackwardThroughFreedGraph(Rule):
     def _run(self, loop: cst.For | cst.While, iteration: int, entry: dict[str, _Sym], volatile: set[str]) -> _Run:
         run = _Run(iteration, dict(entry))
         if isinstance(loop, cst.For):
-            for key in _target_keys(loop.target):
+            for key in target_keys(loop.target):
                 run.env[key] = S_UNKNOWN  # a fresh element of the iterable
         self._block(run, loop.body.body, volatile, grad_enabled=True)  # type: ignore[union-attr]
         return run
@@ -199,7 +173,7 @@ class BackwardThroughFreedGraph(Rule):
                 for item in statement.items:
                     self._eval(run, item.item, volatile, grad_enabled)
                     if item.asname is not None:
-                        for key in _target_keys(item.asname.name):
+                        for key in target_keys(item.asname.name):
                             run.env[key] = S_UNKNOWN
                 self._block(run, statement.body.body, volatile, grad_enabled=grad_enabled and mode != "disabled")
             else:
@@ -209,70 +183,22 @@ class BackwardThroughFreedGraph(Rule):
         """After code we do not execute symbolically: what it may rebind or change is unknown."""
         keys = self._forgotten.get(id(statement))
         if keys is None:
-            keys = self._forgotten[id(statement)] = _assigned_keys(statement) | self._volatile_keys(statement)
+            keys = self._forgotten[id(statement)] = set(self.ctx.binding_table(statement).keys)
+            keys |= changed_in_place(self.ctx, statement)
         for key in keys:
             run.env[key] = S_UNKNOWN
 
-    def _volatile_keys(self, node: cst.CSTNode) -> set[str]:
-        """Names ``node`` may change in place: receivers of ``x.op_()`` and what is handed to
-        code that is not torch (a helper may ``detach_()`` its argument)."""
-        keys: set[str] = set()
-        rule = self
-
-        class Finder(cst.CSTVisitor):
-            def visit_Call(self, call: cst.Call) -> None:
-                func = call.func
-                if isinstance(func, cst.Attribute):
-                    method = func.attr.value
-                    receiver = dotted_name(func.value)
-                    if receiver is not None and method.endswith("_") and not method.startswith("__"):
-                        keys.add(receiver)
-                if rule._leaves_arguments_alone(call):
-                    return
-                for arg in call.args:
-                    key = dotted_name(arg.value)
-                    if key is not None:
-                        keys.add(key)
-                if isinstance(func, cst.Attribute) and dotted_name(func.value) is not None:
-                    keys.add(dotted_name(func.value))  # type: ignore[arg-type]
-
-            def visit_FunctionDef(self, function: cst.FunctionDef) -> bool:
-                return False
-
-        scan(node, Finder())
-        return keys
-
-    def _leaves_arguments_alone(self, call: cst.Call) -> bool:
-        func = call.func
-        qualified = self.ctx.qualify(func)
-        if qualified is not None:
-            return qualified.startswith("torch.")
-        if isinstance(func, cst.Name):
-            if func.value in _PURE_BUILTINS:
-                return True
-            value = self.ctx.value_of(func)
-            return value.kind is Kind.MODULE and value.cls is None
-        if isinstance(func, cst.Attribute):
-            method = func.attr.value
-            if method in _HARMLESS_METHODS or method in saved_tensor_table().ops:
-                return True
-            value = self.ctx.value_of(func)
-            return value.kind is Kind.MODULE and value.cls is None
-        return False
-
     def _with_mode(self, statement: cst.With) -> str:
+        """"disabled" (``no_grad``, ``inference_mode``, ``set_grad_enabled(False)``), "plain"
+        (no grad-mode context, or ``enable_grad``) or "unknown" (a mode not known statically)."""
         mode = "plain"
         for item in statement.items:
-            if not self.ctx.is_grad_mode_context(item.item):
+            found = self.ctx.context_mode(item.item)
+            if found is None or found.statically_enabled:
                 continue
-            target = item.item.func if isinstance(item.item, cst.Call) else item.item
-            qualified = self.ctx.qualify(target)
-            if qualified in _GRAD_DISABLING and not (isinstance(item.item, cst.Call) and item.item.args):
-                mode = "disabled"
-            elif qualified == "torch.enable_grad":
-                continue
-            else:
+            if not found.statically_disabled:
                 return "unknown"
+            mode = "disabled"
         return mode
 
     def _small(
@@ -290,7 +216,7 @@ class BackwardThroughFreedGraph(Rule):
             self._bind(run, small.target, self._eval(run, small.value, volatile, grad))
         elif isinstance(small, cst.AugAssign):
             key = dotted_name(small.target)
-            op = _AUG_OPS.get(type(small.operator))
+            op = api.AUGMENTED_OPERATOR_OPS.get(type(small.operator).__name__)
             if key is None or op is None:
                 self._forget(run, small)
                 return
@@ -319,24 +245,6 @@ class BackwardThroughFreedGraph(Rule):
         nodes = frozenset(n for s in target.flat() if s.kind == GRAD for n in s.nodes)
         run.backwards.append(_Backward(call, line, frees_graph(event), nodes, event.subject))
 
-    def _has_backward(self, body: cst.CSTNode) -> bool:
-        """The loop body calls backward (any spelling; nested functions excluded)."""
-        ctx = self.ctx
-        found = False
-
-        class Finder(cst.CSTVisitor):
-            def visit_Call(self, node: cst.Call) -> None:
-                nonlocal found
-                if not found:
-                    event = ctx.autograd_event(node)
-                    found = event is not None and event.kind is EventKind.BACKWARD
-
-            def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
-                return False
-
-        scan(body, Finder())
-        return found
-
     def _bind(self, run: _Run, target: cst.BaseExpression, value: _Sym) -> None:
         if isinstance(target, (cst.Tuple, cst.List)):
             elements = [e.value for e in target.elements]
@@ -358,7 +266,7 @@ class BackwardThroughFreedGraph(Rule):
                 run.env[stale] = S_UNKNOWN
             run.env[key] = value
         else:
-            root = _root_key(target)
+            root = subscript_root(target)
             if root is not None:
                 run.env[root] = S_UNKNOWN  # h[0] = ...: an in-place change we do not model
 
@@ -389,7 +297,7 @@ class BackwardThroughFreedGraph(Rule):
                 items.append(self._eval(run, element.value, volatile, grad))
             return _Sym(TUPLE, items=tuple(items))
         if isinstance(expr, cst.BinaryOperation):
-            op = _BINARY_OPS.get(type(expr.operator))
+            op = api.OPERATOR_OPS.get(type(expr.operator).__name__)
             left = self._eval(run, expr.left, volatile, grad)
             right = self._eval(run, expr.right, volatile, grad)
             if op is None:
@@ -463,12 +371,12 @@ class BackwardThroughFreedGraph(Rule):
                 if receiver_key is not None:
                     run.env[receiver_key] = S_UNKNOWN
                 return S_UNKNOWN
-            if method in _NO_GRAPH_METHODS:
+            if method in api.GRAPH_FREE_RESULT_METHODS:
                 return S_NONE if receiver.kind in (GRAD, NONE) else S_UNKNOWN
             if receiver.kind not in (GRAD, NONE):
                 self._unknown_call_effects(run, call)
                 return S_UNKNOWN
-            if method in _CONVERSIONS:
+            if method in api.GRAPH_CONVERSION_METHODS:
                 return self._op([receiver], call, None, grad, run.iteration) if receiver.kind == GRAD else S_NONE
             if method in saved_tensor_table().ops:
                 return self._op([receiver, *args], call, _op_saves(method), grad, run.iteration)
@@ -494,9 +402,9 @@ class BackwardThroughFreedGraph(Rule):
                     run.env[known] = S_UNKNOWN
 
     def _torch_call(self, call: cst.Call, qualified: str, args: list[_Sym], grad: bool, iteration: int) -> _Sym:
-        if qualified in FACTORIES or qualified == PARAMETER:
+        if qualified in api.FACTORIES or qualified == api.PARAMETER:
             flag = keyword_arg(call, "requires_grad")
-            if qualified == PARAMETER and (flag is None or _is_literal(flag.value, "True")):
+            if qualified == api.PARAMETER and (flag is None or _is_literal(flag.value, "True")):
                 return S_LEAF
             if flag is None or _is_literal(flag.value, "False"):
                 return S_NONE
@@ -514,12 +422,14 @@ class BackwardThroughFreedGraph(Rule):
         name = module.module or ""
         if not grad:
             return S_NONE
-        if name in _SAVING_PARAMETER_MODULES and not self._frozen:
-            inputs = [] if name in _NOT_DIFFERENTIABLE_IN_INPUT else args
+        if name in api.SAVING_PARAMETER_MODULES:
+            # Its parameters require grad unless the file freezes some (asked once it is analysed).
+            self._assumed_trainable = True
+            inputs = [] if name in api.NOT_DIFFERENTIABLE_IN_INPUT_MODULES else args
             result = self._op([S_LEAF, *inputs], call, True, grad, iteration)
             return _Sym(GRAD, result.nodes, multi_output=True)
         category = saved_tensor_table().module(name)
-        if category is not None and f"torch.nn.{name}" in PARAMETERLESS_MODULES:
+        if category is not None and f"torch.nn.{name}" in api.PARAMETERLESS_MODULES:
             return self._op(args, call, True if category != "nothing" else None, grad, iteration)
         return S_UNKNOWN
 
@@ -574,61 +484,14 @@ class BackwardThroughFreedGraph(Rule):
             f"backward() of {receiver} runs every iteration, but {where}; the first backward() frees its saved "
             f"tensors, so the second raises 'Trying to backward through the graph a second time'; {remedy}"
         )
-        self.report(backward.call, message, statement=backward.line)
+        frozen_may_matter = self._assumed_trainable
+        self.report(
+            backward.call, message, statement=backward.line,
+            when=lambda: not (frozen_may_matter and self.ctx.parameters_may_be_frozen),
+        )
 
 
 # ---------------------------------------------------------------- syntax helpers
-def _target_keys(target: cst.BaseExpression) -> set[str]:
-    if isinstance(target, (cst.Tuple, cst.List)):
-        return {key for element in target.elements for key in _target_keys(element.value)}
-    if isinstance(target, cst.StarredElement):
-        return _target_keys(target.value)
-    key = dotted_name(target)
-    if key is not None:
-        return {key}
-    root = _root_key(target)
-    return {root} if root else set()
-
-
-def _root_key(target: cst.BaseExpression) -> str | None:
-    while isinstance(target, cst.Subscript):
-        target = target.value
-    return dotted_name(target)
-
-
-def _assigned_keys(node: cst.CSTNode) -> set[str]:
-    keys: set[str] = set()
-
-    class Finder(cst.CSTVisitor):
-        def visit_AssignTarget(self, target: cst.AssignTarget) -> None:
-            keys.update(_target_keys(target.target))
-
-        def visit_AugAssign(self, statement: cst.AugAssign) -> None:
-            keys.update(_target_keys(statement.target))
-
-        def visit_AnnAssign(self, statement: cst.AnnAssign) -> None:
-            keys.update(_target_keys(statement.target))
-
-        def visit_For(self, statement: cst.For) -> None:
-            keys.update(_target_keys(statement.target))
-
-        def visit_WithItem(self, item: cst.WithItem) -> None:
-            if item.asname is not None:
-                keys.update(_target_keys(item.asname.name))
-
-        def visit_NamedExpr(self, expr: cst.NamedExpr) -> None:
-            keys.update(_target_keys(expr.target))
-
-        def visit_Del(self, statement: cst.Del) -> None:
-            keys.update(_target_keys(statement.target))
-
-        def visit_FunctionDef(self, function: cst.FunctionDef) -> bool:
-            return False
-
-    scan(node, Finder())
-    return keys
-
-
 def _is_basic_index(node: cst.BaseSlice) -> bool:
     """Slices, integer literals, None and ``...``: indexing that saves no index tensor."""
     if isinstance(node, cst.Slice):
