@@ -60,6 +60,20 @@ CONVERSION_METHODS = frozenset({"to", "cuda", "cpu", "float", "double", "half", 
 NOOP_ON_DEFAULT_TENSOR = frozenset({"cpu", "float", "contiguous"})
 # Conversions that copy a default (float32) tensor: the result is a non-leaf on any device.
 DTYPE_COPYING_METHODS = frozenset({"double", "half", "bfloat16"})
+# Ops that, applied right after creating a leaf, leave a non-leaf view or copy (TL003).
+RESHAPING_METHODS = frozenset(
+    {"view", "reshape", "t", "unsqueeze", "squeeze", "expand", "permute", "transpose", "flatten", "view_as",
+     "reshape_as", "expand_as"}
+)
+# The dtype a dtype-conversion method converts to (``t.double()`` is ``t.to(torch.float64)``).
+DTYPE_OF_METHOD: dict[str, str] = {"double": "float64", "half": "float16", "bfloat16": "bfloat16"}
+# Methods that copy a tensor to the CPU (a copy that keeps the graph: detach before it).
+CPU_COPY_METHODS = frozenset({"cpu"})
+# Keywords of ``torch.tensor(t, ...)`` a fix can hand to ``.to(...)``: they only convert.
+CONVERSION_KEYWORDS = frozenset({"dtype", "device"})
+# Out-of-place arithmetic a manual update rebinds with (``w = w.sub(lr * g)``), each with an
+# in-place twin ``<name>_``, as methods and as ``torch.<name>`` functions.
+UPDATE_METHODS = frozenset({"sub", "add", "subtract", "addcmul", "addcdiv", "mul", "div"})
 # Ops that may hand back their input object unchanged (``x.flatten()`` of a 1-d tensor).
 MAY_RETURN_SELF_METHODS = CONVERSION_METHODS | {"flatten", "detach", "requires_grad_", "data"}
 # The differentiable op each arithmetic operator runs (libcst operator class names; the
