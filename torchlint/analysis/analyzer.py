@@ -18,8 +18,9 @@ mixins, one module each:
   sites and helper summaries (``resolve_function``, ``arguments_passed``);
 - ``dispatch.Dispatch``: running the analyzer's and the rules' callbacks in one walk.
 
-Autograd events (``events.py``), order and dominance (``flow.py``) and where values go
-(``uses.py``) are built on demand from here.
+Autograd events (``events.py``), order and dominance (``flow.py``), where values go
+(``uses.py``) and a loop's graph over two iterations (``loop_graph.py``) are built on demand
+from here.
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ from torchlint.analysis.events import AutogradEvent
 from torchlint.analysis.flow import Flow
 from torchlint.analysis.functions import Functions, _GradReadCollector
 from torchlint.analysis.grad_modes import GradModes
+from torchlint.analysis.loop_graph import LoopGraph, loop_graph
 from torchlint.analysis.names import ImportTable, keyword_arg, positional_args
 from torchlint.analysis.scopes import ENABLED, BindingTable, FunctionInfo, GradMode, Scope
 from torchlint.analysis.uses import ValueFlow
@@ -175,6 +177,11 @@ class Analyzer(Dispatch, Functions, BindingState, ControlFlow, GradModes, Evalua
         if known is None or known[0] is not root:
             known = self._flows[id(root)] = (root, Flow(root))
         return known[1]
+
+    def loop_graph(self, loop: cst.For | cst.While) -> LoopGraph | None:
+        """What the first two iterations of ``loop`` backpropagate through (see
+        ``analysis/loop_graph.py``); ask when the loop is reached (``visit_For``/``visit_While``)."""
+        return loop_graph(self, loop)
 
     # ------------------------------------------------------------ imports
     def _leave_Import(self, node: cst.Import) -> None:
