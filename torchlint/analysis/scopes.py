@@ -303,7 +303,9 @@ class BindingCollector(cst.CSTVisitor):
         elif isinstance(target, cst.StarredElement):
             self._bind(target.value, site)
 
-    def _bind_keys(self, target: cst.BaseExpression) -> None:
+    def _bind_all(self, target: cst.BaseExpression, site: cst.CSTNode) -> None:
+        """``target``'s names at ``site``, and the keys it changes."""
+        self._bind(target, site)
         self.keys.update(target_keys(target))
 
     def _nested(self, node: cst.CSTNode) -> bool:
@@ -336,8 +338,7 @@ class BindingCollector(cst.CSTVisitor):
     def visit_Assign(self, node: cst.Assign) -> None:
         for target in node.targets:
             if self._depth == 0:
-                self._bind(target.target, node)
-                self._bind_keys(target.target)
+                self._bind_all(target.target, node)
             if isinstance(target.target, cst.Attribute) and target.target.attr.value == "requires_grad":
                 self._made_leaf(target.target.value)
 
@@ -345,22 +346,17 @@ class BindingCollector(cst.CSTVisitor):
         if self._depth == 0:
             if node.value is not None:
                 self._bind(node.target, node)
-            self._bind_keys(node.target)
+            self.keys.update(target_keys(node.target))
 
-    def visit_AugAssign(self, node: cst.AugAssign) -> None:
+    def _binds_its_target(self, node: cst.AugAssign | cst.For | cst.Del) -> None:
         if self._depth == 0:
-            self._bind(node.target, node)
-            self._bind_keys(node.target)
+            self._bind_all(node.target, node)
 
-    def visit_For(self, node: cst.For) -> None:
-        if self._depth == 0:
-            self._bind(node.target, node)
-            self._bind_keys(node.target)
+    visit_AugAssign = visit_For = visit_Del = _binds_its_target
 
     def visit_WithItem(self, node: cst.WithItem) -> None:
         if self._depth == 0 and node.asname is not None:
-            self._bind(node.asname.name, node)
-            self._bind_keys(node.asname.name)
+            self._bind_all(node.asname.name, node)
 
     def visit_ExceptHandler(self, node: cst.ExceptHandler) -> None:
         if self._depth == 0 and node.name is not None:
@@ -368,13 +364,7 @@ class BindingCollector(cst.CSTVisitor):
 
     def visit_NamedExpr(self, node: cst.NamedExpr) -> None:
         if self._function_depth == 0:  # binds in the enclosing function even inside a comprehension
-            self._bind(node.target, node)
-            self._bind_keys(node.target)
-
-    def visit_Del(self, node: cst.Del) -> None:
-        if self._depth == 0:
-            self._bind(node.target, node)
-            self._bind_keys(node.target)
+            self._bind_all(node.target, node)
 
     def visit_ImportAlias(self, node: cst.ImportAlias) -> None:
         if self._depth == 0:
