@@ -6,14 +6,58 @@ Bindings are applied when a statement is left, after the rules' hooks for it hav
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import libcst as cst
 
 from torchlint.analysis.names import dotted_expression, dotted_name, literal_bool
+from torchlint.analysis.scopes import BindingCollector, Bindings, BindingTable, parameter_names
 from torchlint.analysis.values import NUMBER, UNKNOWN, Kind, Value
+from torchlint.analysis.walk import scan
+
+if TYPE_CHECKING:
+    from torchlint.analysis.analyzer import Analyzer
 
 
-class Bindings:
+class BindingState:
     """Mixin of ``Analyzer`` (uses its ``scope``, ``value_of``, ``loops``, ``grad_mode`` ...)."""
+
+    def binding_table(self, body: cst.CSTNode) -> BindingTable:
+        """What the statements of ``body`` (a function's body, the module, a loop, a statement)
+        bind, nested functions and classes excluded: walked once per body and file."""
+        known = self._binding_tables.get(id(body))
+        if known is None or known[0] is not body:
+            collector = BindingCollector()
+            scan(body, collector)
+            known = self._binding_tables[id(body)] = (body, BindingTable(collector))
+        return known[1]
+
+    def scope_bindings(self) -> BindingTable:
+        """The ``binding_table`` of the function (or module) the analysis is in."""
+        function = self.function
+        return self.binding_table(function.node.body if function is not None else self.module)
+
+    def made_leaf_in_scope(self, key: str) -> bool:
+        """Whether the function (or module) the analysis is in makes ``key`` a leaf or cuts it
+        from the graph in place somewhere: ``key.requires_grad = ...``, ``key.requires_grad_()``,
+        ``key.detach_()``."""
+        return key in self.scope_bindings().made_leaf
+
+    def is_assignment_target(self, node: cst.BaseExpression) -> bool:
+        """Whether ``node`` is written, not read, by the current statement: a target of ``=``
+        (or an element of a tuple target), of an annotated assignment or of ``del``."""
+        line = self.statement
+        if line is None:
+            return False
+        for small in line.body:
+            kind = type(small)
+            if kind is cst.Assign:
+                if any(_is_target_or_element(node, target.target) for target in small.targets):  # type: ignore[attr-defined]
+                    return True
+            elif kind is cst.AnnAssign or kind is cst.Del:
+                if _is_target_or_element(node, small.target):  # type: ignore[attr-defined]
+                    return True
+        return False
 
     def made_leaf_in_loop(self, key: str, loop: cst.For | cst.While) -> bool:
         """Whether the body of ``loop`` (so far) sets ``key.requires_grad`` / calls
@@ -190,3 +234,19 @@ def _pair(first: Value, second: Value) -> Value:
 def _tuple_of(items: list[Value]) -> Value:
     """A fixed-size tuple value, bound element-wise by tuple targets (``for i, p in ...``)."""
     return Value(Kind.COLLECTION, None, items=tuple(items))
+
+
+def _is_target_or_element(node: cst.CSTNode, target: cst.BaseExpression) -> bool:
+    if node is target:
+        return True
+    return type(target) in (cst.Tuple, cst.List) and any(element.value is node for element in target.elements)  # type: ignore[attr-defined]
+
+
+def bindings_in_scope(ctx: Analyzer, name: str) -> Bindings:
+    """How ``name`` is bound in the function (or module) the analysis is in; a parameter of
+    that function counts as declared outside."""
+    found = ctx.scope_bindings().of(name)
+    function = ctx.function
+    if function is not None and name in parameter_names(function.node):
+        return Bindings(found.sites, True)
+    return found

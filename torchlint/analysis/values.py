@@ -31,6 +31,8 @@ class Kind(enum.Enum):
 
 
 TENSOR_KINDS = frozenset({Kind.LEAF, Kind.NONLEAF, Kind.PLAIN})
+# Values known not to be a tensor.
+NON_TENSOR_KINDS = frozenset({Kind.MODULE, Kind.OPTIMIZER, Kind.OBJECT, Kind.COLLECTION, Kind.NUMBER})
 # Tags of values that require grad only by assumption (see ``Value.tags``).
 ASSUMED_TAGS = frozenset({"assumed-leaf", "assumed"})
 GRAD_KINDS = frozenset({Kind.LEAF, Kind.NONLEAF})
