@@ -75,8 +75,10 @@ def test_only_the_statements_asked_about_are_generated() -> None:
     assert lazy.at(last.body[0].value, last) == expected[last.body[0].value]
     assert lazy.at(module.body[1].body, module.body[1]) == expected[module.body[1].body]
     assert lazy.at(module.footer[0], module.footer[0]) == expected[module.footer[0]]
+    assert lazy.at(module.body[0]) == expected[module.body[0]]  # a statement is its own hint
     assert not lazy._everything  # nothing else was generated
-    assert lazy.at(module.body[0]) == expected[module.body[0]]  # no hint: the whole module
+    name = module.body[0].body[0].names[0].name
+    assert lazy.at(name) == expected[name]  # an expression without a hint: the whole module
     assert lazy._everything
 
 

@@ -82,10 +82,11 @@ class ModulePositions(Mapping[cst.CSTNode, CodeRange]):
         self._owners: dict[int, int] | None = None  # id(statement) -> index of its piece
 
     def at(self, node: cst.CSTNode, near: cst.CSTNode | None = None) -> CodeRange:
-        """The position of ``node``, which is in (or is) the statement ``near``, if given."""
+        """The position of ``node``, which is in (or is) the statement ``near``, if given;
+        without ``near``, cheap only for a statement."""
         entry = self._spans.get(id(node))
-        if (entry is None or entry[0] is not node) and near is not None and not self._everything:
-            piece = self._piece_of(near)
+        if (entry is None or entry[0] is not node) and not self._everything:
+            piece = self._piece_of(node if near is None else near)  # a statement is its own hint
             if piece is not None and piece not in self._generated:
                 self._generate(piece)
             entry = self._spans.get(id(node))
