@@ -13,13 +13,12 @@ import threading
 import warnings
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
 
 import libcst as cst
 from libcst.metadata import CodeRange
 
 from torchlint.analysis import Analyzer
-from torchlint.analysis.positions import node_positions
+from torchlint.analysis.positions import ModulePositions
 from torchlint.analysis.walk import children
 from torchlint.datatypes import Finding, TextEdit  # re-exported: plain data, also used without libcst
 from torchlint.files import MAX_SOURCE_BYTES, too_large
@@ -339,7 +338,7 @@ def _lint_source(source: str, rules: Sequence[type[Rule]], options: RuleOptions,
     diagnostics = _analyse(module, source, checks, options) if checks else []
     if not diagnostics and not audits:
         return LintResult([], module, parsed=True)
-    positions = node_positions(module)
+    positions = ModulePositions(module, source)
     lines = NoqaLines(source)
     used: set[Use] = set()
     findings = _position(diagnostics, positions, lines if respect_noqa else None, used)
@@ -361,7 +360,7 @@ def _with_fix_style(options: RuleOptions, rules: Sequence[type[Rule]]) -> RuleOp
 
 
 def _position(
-    diagnostics: Sequence[Diagnostic], positions: Any, lines: Sequence[str] | None, used: set[Use]
+    diagnostics: Sequence[Diagnostic], positions: ModulePositions, lines: Sequence[str] | None, used: set[Use]
 ) -> list[Finding]:
     """Findings for the diagnostics not suppressed by a noqa comment (``lines`` None: none
     is); the suppressions that applied are added to ``used``."""
@@ -372,7 +371,7 @@ def _position(
         if key in seen:
             continue
         seen.add(key)
-        where: CodeRange = positions[diagnostic.node]
+        where = positions.at(diagnostic.node, diagnostic.statement)
         noqa_lines = _noqa_lines(diagnostic, where, positions)
         if lines is not None:
             applied = suppression(diagnostic.rule.code, lines, noqa_lines)
@@ -407,10 +406,10 @@ def _analyse(module: cst.Module, source: str, rules: Sequence[type[Rule]], optio
     return [d for d in sink if d.when is None or d.when()]
 
 
-def _noqa_lines(diagnostic: Diagnostic, where: CodeRange, positions: object) -> tuple[int, ...]:
+def _noqa_lines(diagnostic: Diagnostic, where: CodeRange, positions: ModulePositions) -> tuple[int, ...]:
     lines = {where.start.line}
     if diagnostic.statement is not None:
-        span: CodeRange = positions[diagnostic.statement]  # type: ignore[index]
+        span = positions.at(diagnostic.statement, diagnostic.statement)
         lines |= {span.start.line, span.end.line}
     return tuple(sorted(lines))
 

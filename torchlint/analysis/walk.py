@@ -249,7 +249,7 @@ def _skipped(inert: frozenset[type]) -> frozenset[type]:
 
 
 @functools.lru_cache(maxsize=4096)
-def _walked_fields(cls: type[cst.CSTNode], inert: frozenset[type]) -> tuple[str, ...]:
+def walked_fields(cls: type[cst.CSTNode], inert: frozenset[type]) -> tuple[str, ...]:
     """The fields of ``cls`` that can hold a node that is not ``inert``."""
     return tuple(name for name, types in field_types(cls) if types is None or not types <= inert)
 
@@ -259,7 +259,7 @@ def _plain_plan(cls: type, inert: frozenset[type]) -> _Plan:
     """The plan for a node type without callbacks: walk its children."""
     if not issubclass(cls, cst.CSTNode):
         return (None, (), (), None, (), None)  # a value that is no node (defensive)
-    return (None, (), (), None, _walked_fields(cls, inert), None)
+    return (None, (), (), None, walked_fields(cls, inert), None)
 
 
 # How a plan reads one node: (enter, visits, leaves, exit, fields, attribute callbacks).
@@ -358,7 +358,7 @@ class Walker:
                 (name, *hooks.attributes.get(name, (None, None))) for name in visited_fields(cls)
             )
             return (hooks.enter, hooks.visits, hooks.leaves, hooks.exit, fields, hooks.attributes)
-        return (hooks.enter, hooks.visits, hooks.leaves, hooks.exit, _walked_fields(cls, self._inert), None)
+        return (hooks.enter, hooks.visits, hooks.leaves, hooks.exit, walked_fields(cls, self._inert), None)
 
 
 class _VisitorHooks(Mapping[type, "NodeHooks"]):
