@@ -56,13 +56,23 @@ __all__ = ["GRADIENT_TAGS", "Analyzer", "keyword_arg", "positional_args"]
 _OTHER_FRAMEWORK_IMPORT = re.compile(
     r"^[ \t]*(?:import|from)[ \t]+(?:%s)\b" % "|".join(api.OTHER_AUTOGRAD_FRAMEWORKS), re.MULTILINE)
 _TORCH_IMPORT = re.compile(r"^[ \t]*(?:import|from)[ \t]+torch\b", re.MULTILINE)
+# ``from edutorch.nn import Linear, Module``: the tensor-and-module vocabulary taken from a
+# package that is not torch (a teaching or numpy autograd of its own).
+_OWN_AUTOGRAD_IMPORT = re.compile(
+    r"^[ \t]*from[ \t]+(?!torch\b)[\w.]+[ \t]+import[ \t]+[^\n#]*\b(?:%s)\b" % "|".join(api.AUTOGRAD_VOCABULARY),
+    re.MULTILINE,
+)
 
 
 def _other_framework_only(source: str) -> bool:
-    """The file imports another autograd framework and not torch."""
-    if not any(name in source for name in api.OTHER_AUTOGRAD_FRAMEWORKS):
+    """The file imports another autograd framework (a known one, or ``Module``/``Tensor``/
+    ``Parameter``/``Variable`` from a package that is not torch) and never imports torch:
+    its ``.grad``, ``backward()`` and ``step()`` are not torch's."""
+    if _TORCH_IMPORT.search(source):
         return False
-    return bool(_OTHER_FRAMEWORK_IMPORT.search(source)) and not _TORCH_IMPORT.search(source)
+    if any(name in source for name in api.OTHER_AUTOGRAD_FRAMEWORKS) and _OTHER_FRAMEWORK_IMPORT.search(source):
+        return True
+    return bool(_OWN_AUTOGRAD_IMPORT.search(source))
 
 
 class Analyzer(Dispatch, Functions, BindingState, ControlFlow, GradModes, Evaluation, cst.CSTVisitor):
@@ -113,7 +123,10 @@ class Analyzer(Dispatch, Functions, BindingState, ControlFlow, GradModes, Evalua
         self._hooks = self._walker = None
 
     def run(self) -> None:
-        self._grad_reads_enabled = self._grad_reads_enabled and not _other_framework_only(self.source)
+        if _other_framework_only(self.source):
+            for rule in self._rules:  # torch's rules say nothing about another framework's code
+                rule.finish()
+            return
         if self._grad_reads_enabled:
             collector = _GradReadCollector()
             for statement in self.module.body:

@@ -259,6 +259,8 @@ NON_DIFFERENTIABLE = frozenset(
 # is not torch code, and a name whose `.grad` is read there is no assumed torch leaf
 # (d2l ships the same training loops for MXNet, where `param -= lr * param.grad` is right).
 OTHER_AUTOGRAD_FRAMEWORKS = ("mxnet", "tensorflow", "jax", "paddle", "oneflow", "mindspore", "chainer")
+# Names that make code look like torch's; imported from another package, they are that package's.
+AUTOGRAD_VOCABULARY = ("Module", "Parameter", "Tensor", "Variable")
 
 # ---------------------------------------------------------------- outputs and conversions
 # (facts behind TL014/TL015/TL018/TL019: see ``torchlint.analysis.facts``)
