@@ -14,8 +14,8 @@ from torchlint.analysis import torch_api as api
 from torchlint.analysis.events import EventKind
 from torchlint.analysis.names import dotted_expression, dotted_name, literal_bool
 from torchlint.analysis.scopes import BindingCollector, Bindings, BindingTable, parameter_names
-from torchlint.analysis.values import BACKPROPAGATED, NUMBER, UNKNOWN, Kind, Value
-from torchlint.analysis.walk import scan
+from torchlint.analysis.values import BACKPROPAGATED, LEAF_ON_CPU, NUMBER, UNKNOWN, Kind, Value
+from torchlint.analysis.walk import children, scan
 
 if TYPE_CHECKING:
     from torchlint.analysis.analyzer import Analyzer
@@ -145,7 +145,10 @@ class BindingState:
             return
         current = self.value_of_key(key)
         operand = self.value_of(node.value)
-        if current.kind is Kind.PLAIN and operand.requires_grad and not self.grad_mode.statically_disabled:
+        if LEAF_ON_CPU in current.tags:
+            # the in-place op raised (on the CPU: TL002), or it changed the GPU copy
+            self.scope.bind(key, Value(Kind.NONLEAF, node, tags=frozenset({"device-dependent"})))
+        elif current.kind is Kind.PLAIN and operand.requires_grad and not self.grad_mode.statically_disabled:
             self.scope.bind(key, Value(Kind.NONLEAF, node))
         elif current.kind is Kind.PLAIN and operand.kind is Kind.UNKNOWN and not self.grad_mode.statically_disabled:
             self.scope.bind(key, UNKNOWN)  # `total = torch.zeros(1); total += loss_of(batch)`: may now require grad
@@ -166,6 +169,9 @@ class BindingState:
     def _leave_Call(self, node: cst.Call) -> None:
         """In-place state changes of a named tensor: ``w.requires_grad_()``, ``w.detach_()``."""
         func = node.func
+        qualified = self.qualify(func)
+        if qualified is not None and qualified.startswith(api.OPTIMIZER_PREFIX):
+            self._note_optimized_modules(node)
         if not isinstance(func, cst.Attribute):
             return
         method = func.attr.value
@@ -185,6 +191,27 @@ class BindingState:
             self.scope.bind(key, Value(Kind.PLAIN, node, tags=frozenset({"detached"})))
         elif method == "retain_grad" and current.is_tensor:
             self.scope.bind(key, current.tagged("retains-grad"))
+
+    def _note_optimized_modules(self, node: cst.Call) -> None:
+        """``torch.optim.Adam(net.parameters())``: ``net`` holds trainable parameters, so it is a
+        module (one whose class the file does not show: a parameter, ``self.Net(...)``, an import)."""
+        if self.value_of(node).kind is not Kind.OPTIMIZER:
+            return  # a scheduler
+        todo: list[cst.CSTNode] = [arg.value for arg in node.args]
+        while todo:
+            current = todo.pop()
+            todo.extend(children(current))
+            if type(current) is not cst.Call:
+                continue
+            func = current.func  # type: ignore[attr-defined]
+            if type(func) is not cst.Attribute or func.attr.value not in api.PARAMETER_SOURCES:
+                continue
+            key = dotted_name(func.value)
+            if key is None:
+                continue
+            known = self.value_of_key(key)
+            if known.kind is Kind.UNKNOWN and known.cls is None:
+                self._bind_target(func.value, Value(Kind.MODULE, None, tags=frozenset({"optimized"})), None)
 
     def _note_backpropagated(self, node: cst.Call) -> None:
         """``loss.backward()`` only works on a tensor with a graph: a name of unknown value that was
