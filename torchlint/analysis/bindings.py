@@ -23,6 +23,10 @@ if TYPE_CHECKING:
 # Method names of the backward spellings (``loss.backward()``, ``self.manual_backward(loss)``).
 _BACKWARD_SPELLINGS = frozenset({"backward", *api.DELEGATED_BACKWARD_METHODS})
 
+# Tags of a module known only from the module-only methods called on it; of an unknown parameter.
+_USED_AS_MODULE = frozenset({"used-as-module"})
+_PARAMETER_TAGS = frozenset({"param"})
+
 
 class BindingState:
     """Mixin of ``Analyzer`` (uses its ``scope``, ``value_of``, ``loops``, ``grad_mode`` ...)."""
@@ -169,14 +173,13 @@ class BindingState:
     def _leave_Call(self, node: cst.Call) -> None:
         """In-place state changes of a named tensor: ``w.requires_grad_()``, ``w.detach_()``."""
         func = node.func
-        qualified = self.qualify(func)
-        if qualified is not None and qualified.startswith(api.OPTIMIZER_PREFIX):
-            self._note_optimized_modules(node)
         if not isinstance(func, cst.Attribute):
             return
         method = func.attr.value
         if method in _BACKWARD_SPELLINGS:
             self._note_backpropagated(node)
+        elif method in api.MODULE_EVIDENCE_METHODS:
+            self._note_module_use(func.value)
         flag = (literal_bool(node.args[0].value) if node.args else True) if method == "requires_grad_" else None
         if method == "requires_grad_":
             self._note_requires_grad_flag(func.value, flag)
@@ -192,26 +195,16 @@ class BindingState:
         elif method == "retain_grad" and current.is_tensor:
             self.scope.bind(key, current.tagged("retains-grad"))
 
-    def _note_optimized_modules(self, node: cst.Call) -> None:
-        """``torch.optim.Adam(net.parameters())``: ``net`` holds trainable parameters, so it is a
-        module (one whose class the file does not show: a parameter, ``self.Net(...)``, an import)."""
-        if self.value_of(node).kind is not Kind.OPTIMIZER:
-            return  # a scheduler
-        todo: list[cst.CSTNode] = [arg.value for arg in node.args]
-        while todo:
-            current = todo.pop()
-            todo.extend(children(current))
-            if type(current) is not cst.Call:
-                continue
-            func = current.func  # type: ignore[attr-defined]
-            if type(func) is not cst.Attribute or func.attr.value not in api.PARAMETER_SOURCES:
-                continue
-            key = dotted_name(func.value)
-            if key is None:
-                continue
-            known = self.value_of_key(key)
-            if known.kind is Kind.UNKNOWN and known.cls is None:
-                self._bind_target(func.value, Value(Kind.MODULE, None, tags=frozenset({"optimized"})), None)
+    def _note_module_use(self, receiver: cst.BaseExpression) -> None:
+        """``net.parameters()``, ``net.eval()``: only a module answers these, so a name of unknown
+        value they are called on holds one (a parameter, ``self.Net(...)``, an import's product);
+        calling it then computes a module output."""
+        key = dotted_name(receiver)
+        if key is None:
+            return
+        known = self.value_of_key(key)
+        if known.kind is Kind.UNKNOWN and known.cls is None and known.tags <= _PARAMETER_TAGS:
+            self._bind_target(receiver, Value(Kind.MODULE, known.origin, tags=known.tags | _USED_AS_MODULE), None)
 
     def _note_backpropagated(self, node: cst.Call) -> None:
         """``loss.backward()`` only works on a tensor with a graph: a name of unknown value that was

@@ -338,6 +338,20 @@ class EventLog:
         return any(flow.contains(call) and self._may_backward(inner, seen) for call, inner in self._hidden)
 
 
+def gradient_reads(node: cst.CSTNode) -> list[cst.Attribute]:
+    """Every ``x.grad`` in ``node``'s subtree, in source order (asked where a rule judges one
+    body, not for every file)."""
+    found: list[cst.Attribute] = []
+
+    class Finder(cst.CSTVisitor):
+        def visit_Attribute(self, attribute: cst.Attribute) -> None:
+            if attribute.attr.value == "grad":
+                found.append(attribute)
+
+    scan(node, Finder())
+    return found
+
+
 def frees_graph(event: AutogradEvent) -> bool:
     """A backward (or ``autograd.grad``) that certainly frees the saved tensors of the graph it
     goes through: ``retain_graph`` and ``create_graph`` absent or literally False/None, no

@@ -97,6 +97,12 @@ MODULE_SELF_METHODS = frozenset(
 PARAMETER_ITERATORS = frozenset({"parameters"})
 NAMED_PARAMETER_ITERATORS = frozenset({"named_parameters"})
 PARAMETER_SOURCES = PARAMETER_ITERATORS | NAMED_PARAMETER_ITERATORS
+# Methods only an ``nn.Module`` (of the objects training code handles) has: a value of unknown
+# origin they are called on is a module (not ``train``: trainers and agents have one too; not
+# ``zero_grad``/``state_dict``: optimizers have them).
+MODULE_EVIDENCE_METHODS = PARAMETER_SOURCES | frozenset(
+    {"eval", "modules", "named_modules", "children", "named_children", "buffers", "named_buffers"}
+)
 
 # Attribute names under which built-in nn modules keep their parameters.
 BUILTIN_PARAMETER_ATTRS = frozenset(
