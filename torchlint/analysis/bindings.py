@@ -15,7 +15,7 @@ from torchlint.analysis.events import EventKind
 from torchlint.analysis.names import dotted_expression, dotted_name, literal_bool
 from torchlint.analysis.scopes import BindingCollector, Bindings, BindingTable, parameter_names
 from torchlint.analysis.values import BACKPROPAGATED, LEAF_ON_CPU, NUMBER, UNKNOWN, Kind, Value
-from torchlint.analysis.walk import children, scan
+from torchlint.analysis.walk import scan
 
 if TYPE_CHECKING:
     from torchlint.analysis.analyzer import Analyzer
