@@ -198,3 +198,70 @@ def test_function_parameters_whose_grad_is_read_are_leaves() -> None:
         return w.grad
     """
     assert kinds(source) == [Kind.LEAF, Kind.UNKNOWN]
+
+
+def tags(source: str) -> list[frozenset[str]]:
+    """The tags of every ``reveal(x)`` value."""
+    module = cst.parse_module(textwrap.dedent(source))
+    analyzer = Analyzer(module, module.code)
+    seen: list[frozenset[str]] = []
+
+    class Probe(Rule):
+        code, name, summary = "TL999", "probe", "probe"
+
+        def visit_Call(self, node: cst.Call) -> None:
+            if isinstance(node.func, cst.Name) and node.func.value == "reveal":
+                seen.append(self.ctx.value_of(node.args[0].value).tags)
+
+    analyzer.attach([Probe(analyzer, [], RuleOptions())])
+    analyzer.run()
+    return seen
+
+
+def test_a_backpropagated_value_carries_a_graph_through_ops_and_helpers() -> None:
+    source = """
+        import torch
+        def step(model, batch):
+            loss = model.loss(batch)
+            reveal(loss)
+            loss.backward()
+            return loss
+        def train(model, batches):
+            for batch in batches:
+                a = compute(batch)
+                a.backward()
+                total = a + compute(batch) * 2
+                reveal(total)
+                reveal(step(model, batch))
+    """
+    found = tags(source)
+    assert [("backpropagated" in t) for t in found] == [False, True, True]
+    assert kinds(source) == [Kind.UNKNOWN] * 3  # (another framework's objects have backward() too)
+
+
+def test_module_only_methods_make_an_unknown_value_a_module() -> None:
+    source = """
+        import torch
+        def attack(model, net, x):
+            reveal(model(x))
+            model.eval()
+            reveal(model(x))
+            opt = torch.optim.Adam(net.parameters())
+            reveal(net(x))
+            with torch.no_grad():
+                reveal(net(x))
+    """
+    assert kinds(source) == [Kind.UNKNOWN, Kind.NONLEAF, Kind.NONLEAF, Kind.PLAIN]
+
+
+def test_a_leaf_moved_to_a_device_is_the_leaf_itself_on_the_cpu() -> None:
+    source = """
+        import torch
+        def f(device):
+            a = torch.zeros(1, requires_grad=True).to(device)
+            b = torch.zeros(1, requires_grad=True).to(device, torch.float64)
+            c = torch.zeros(1, requires_grad=True).to(torch.float64)
+            reveal(a); reveal(b); reveal(c)
+    """
+    assert kinds(source) == [Kind.NONLEAF] * 3
+    assert [("leaf-on-cpu" in t) for t in tags(source)] == [True, False, False]

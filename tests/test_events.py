@@ -60,6 +60,7 @@ def events_of(source: str) -> list[tuple[str, str | None, bool | None]]:
     [
         ("loss.backward()", [("backward", "loss", None)]),
         ("loss.backward(retain_graph=True)", [("backward", "loss", True)]),
+        ("loss.backward(retain_variables=True)", [("backward", "loss", True)]),  # before torch 0.4
         ("loss.backward(create_graph=True)", [("backward", "loss", True)]),
         ("loss.backward(create_graph=True, retain_graph=False)", [("backward", "loss", False)]),
         ("torch.autograd.backward(loss)", [("backward", "loss", None)]),

@@ -10,13 +10,22 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
+from torchlint.analysis import torch_api as api
+from torchlint.analysis.events import EventKind
 from torchlint.analysis.names import dotted_expression, dotted_name, literal_bool
 from torchlint.analysis.scopes import BindingCollector, Bindings, BindingTable, parameter_names
-from torchlint.analysis.values import NUMBER, UNKNOWN, Kind, Value
+from torchlint.analysis.values import BACKPROPAGATED, LEAF_ON_CPU, NUMBER, UNKNOWN, Kind, Value
 from torchlint.analysis.walk import scan
 
 if TYPE_CHECKING:
     from torchlint.analysis.analyzer import Analyzer
+
+# Method names of the backward spellings (``loss.backward()``, ``self.manual_backward(loss)``).
+_BACKWARD_SPELLINGS = frozenset({"backward", *api.DELEGATED_BACKWARD_METHODS})
+
+# Tags of a module known only from the module-only methods called on it; of an unknown parameter.
+_USED_AS_MODULE = frozenset({"used-as-module"})
+_PARAMETER_TAGS = frozenset({"param"})
 
 
 class BindingState:
@@ -140,7 +149,10 @@ class BindingState:
             return
         current = self.value_of_key(key)
         operand = self.value_of(node.value)
-        if current.kind is Kind.PLAIN and operand.requires_grad and not self.grad_mode.statically_disabled:
+        if LEAF_ON_CPU in current.tags:
+            # the in-place op raised (on the CPU: TL002), or it changed the GPU copy
+            self.scope.bind(key, Value(Kind.NONLEAF, node, tags=frozenset({"device-dependent"})))
+        elif current.kind is Kind.PLAIN and operand.requires_grad and not self.grad_mode.statically_disabled:
             self.scope.bind(key, Value(Kind.NONLEAF, node))
         elif current.kind is Kind.PLAIN and operand.kind is Kind.UNKNOWN and not self.grad_mode.statically_disabled:
             self.scope.bind(key, UNKNOWN)  # `total = torch.zeros(1); total += loss_of(batch)`: may now require grad
@@ -164,6 +176,10 @@ class BindingState:
         if not isinstance(func, cst.Attribute):
             return
         method = func.attr.value
+        if method in _BACKWARD_SPELLINGS:
+            self._note_backpropagated(node)
+        elif method in api.MODULE_EVIDENCE_METHODS:
+            self._note_module_use(func.value)
         flag = (literal_bool(node.args[0].value) if node.args else True) if method == "requires_grad_" else None
         if method == "requires_grad_":
             self._note_requires_grad_flag(func.value, flag)
@@ -178,6 +194,32 @@ class BindingState:
             self.scope.bind(key, Value(Kind.PLAIN, node, tags=frozenset({"detached"})))
         elif method == "retain_grad" and current.is_tensor:
             self.scope.bind(key, current.tagged("retains-grad"))
+
+    def _note_module_use(self, receiver: cst.BaseExpression) -> None:
+        """``net.parameters()``, ``net.eval()``: only a module answers these, so a name of unknown
+        value they are called on holds one (a parameter, ``self.Net(...)``, an import's product);
+        calling it then computes a module output."""
+        key = dotted_name(receiver)
+        if key is None:
+            return
+        known = self.value_of_key(key)
+        if known.kind is Kind.UNKNOWN and known.cls is None and known.tags <= _PARAMETER_TAGS:
+            self._bind_target(receiver, Value(Kind.MODULE, known.origin, tags=known.tags | _USED_AS_MODULE), None)
+
+    def _note_backpropagated(self, node: cst.Call) -> None:
+        """``loss.backward()`` only works on a tensor with a graph: a name of unknown value that was
+        backpropagated (a loss returned by a helper, computed by a model the file does not build)
+        carries a graph from here on.  It stays UNKNOWN, tagged "backpropagated" (the object may
+        also be another framework's, micrograd-like): rules that judge graphs ask for the tag."""
+        event = self.autograd_event(node)
+        if event is None or event.kind is not EventKind.BACKWARD or event.subject is None:
+            return
+        key = dotted_name(event.subject)
+        if key is None:
+            return
+        current = self.value_of_key(key)
+        if current.kind is Kind.UNKNOWN and current.cls is None and BACKPROPAGATED not in current.tags:
+            self.scope.bind(key, current.tagged(BACKPROPAGATED))
 
     def _bind_loop_target(self, target: cst.BaseExpression, iterable: cst.BaseExpression) -> None:
         self._bind_target(target, self._element_of(iterable, target), None)

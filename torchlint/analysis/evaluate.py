@@ -16,7 +16,7 @@ from torchlint.analysis import summaries
 from torchlint.analysis import torch_api as api
 from torchlint.analysis.facts import ValueFacts
 from torchlint.analysis.names import dotted_name, keyword_arg, literal_bool, positional_args, through_grad
-from torchlint.analysis.values import ASSUMED_TAGS, NUMBER, UNKNOWN, Kind, Value, join
+from torchlint.analysis.values import ASSUMED_TAGS, BACKPROPAGATED, LEAF_ON_CPU, NUMBER, UNKNOWN, Kind, Value, join
 
 # Tags of a gradient (``p.grad``) and of a value computed from one (``lr * p.grad``).
 GRADIENT_TAGS = frozenset({"grad", "from-grad"})
@@ -279,7 +279,19 @@ class Evaluation(ValueFacts):
             return receiver.tagged("device-dependent")
         if self.grad_mode.statically_disabled:
             return Value(Kind.PLAIN, node, tags=frozenset({"detached"}))
+        if method == "to" and receiver.kind is Kind.LEAF and self._only_device_given(node):
+            # `.to(device)`: a non-leaf copy on a GPU, the leaf itself when `device` is the CPU.
+            return Value(Kind.NONLEAF, node, tags=frozenset({"device-dependent", LEAF_ON_CPU}))
         return Value(Kind.NONLEAF, node, tags=frozenset({"device-dependent"}))
+
+    def _only_device_given(self, node: cst.Call) -> bool:
+        """``x.to(device)`` with one positional argument that is not a dtype, no keywords but
+        ``non_blocking``: the same tensor when the device is the one it is on."""
+        args = positional_args(node)
+        if len(args) != 1 or any(arg.keyword is not None and arg.keyword.value != "non_blocking" for arg in node.args):
+            return False
+        qualified = self.qualify(args[0])
+        return not (qualified in api.TORCH_DTYPES or self.value_of(args[0]).is_tensor)
 
     def _is_cpu_literal(self, node: cst.Call) -> bool:
         args = positional_args(node)
@@ -306,8 +318,13 @@ class Evaluation(ValueFacts):
                 return NUMBER
             detached = any("detached" in value.tags for value in inputs)
             return Value(Kind.PLAIN, node, tags=frozenset({"detached"} if detached else ()))
+        if any(BACKPROPAGATED in value.tags for value in inputs) and not self.grad_mode.statically_disabled:
+            return _FROM_BACKPROPAGATED  # `lossD = lossD_real + lossD_fake`: it carries their graphs
         return UNKNOWN
 
+
+# What an op on a value that a backward() went through gives (see ``Bindings._note_backpropagated``).
+_FROM_BACKPROPAGATED = UNKNOWN.tagged(BACKPROPAGATED)
 
 # ``Evaluation._value_<Type>`` by node type, for ``value_of`` (called for most expressions).
 _VALUE_RULES: dict[type, Callable[[Evaluation, cst.BaseExpression], Value]] = {

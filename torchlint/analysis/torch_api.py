@@ -97,6 +97,12 @@ MODULE_SELF_METHODS = frozenset(
 PARAMETER_ITERATORS = frozenset({"parameters"})
 NAMED_PARAMETER_ITERATORS = frozenset({"named_parameters"})
 PARAMETER_SOURCES = PARAMETER_ITERATORS | NAMED_PARAMETER_ITERATORS
+# Methods only an ``nn.Module`` (of the objects training code handles) has: a value of unknown
+# origin they are called on is a module (not ``train``: trainers and agents have one too; not
+# ``zero_grad``/``state_dict``: optimizers have them).
+MODULE_EVIDENCE_METHODS = PARAMETER_SOURCES | frozenset(
+    {"eval", "modules", "named_modules", "children", "named_children", "buffers", "named_buffers"}
+)
 
 # Attribute names under which built-in nn modules keep their parameters.
 BUILTIN_PARAMETER_ATTRS = frozenset(
@@ -153,6 +159,9 @@ DELEGATED_BACKWARD_METHODS = frozenset({"manual_backward"})
 BACKWARD_DELEGATE_NAMES = frozenset({"accelerator", "fabric", "engine", "model_engine", "deepspeed_engine"})
 # ``scaler.scale(loss).backward()``: the loss is the argument of ``scale``.
 LOSS_SCALING_METHODS = frozenset({"scale"})
+# ``backward(retain_graph=True)``; ``retain_variables`` is its spelling before torch 0.4
+# (2017 tutorials: ``D_loss.backward(retain_variables=True)``), which kept the graph the same way.
+RETAIN_GRAPH_KEYWORDS = ("retain_graph", "retain_variables")
 ZERO_GRAD_METHODS = frozenset({"zero_grad"})
 ZERO_GRAD_FUNCTIONS = frozenset({"torch._foreach_zero_"})
 # In-place methods that zero a gradient tensor (``p.grad.zero_()``, ``p.grad.data.fill_(0)``).

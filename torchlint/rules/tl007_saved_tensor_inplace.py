@@ -36,6 +36,7 @@ from torchlint.analysis.torch_api import (
     PARAMETERLESS_MODULES,
 )
 from torchlint.analysis.values import ASSUMED_TAGS
+from torchlint.analysis.flow import Flow
 from torchlint.analysis.walk import children, node_types_under
 from torchlint.rule import Fix, FixSafety, Rule
 from torchlint.analysis.events import EventKind
@@ -118,7 +119,6 @@ class _Change:
     message: str
     fix: Fix | None
     statement: cst.CSTNode | None
-    blocks: tuple[cst.CSTNode, ...]
 
 
 class SavedTensorInplace(Rule):
@@ -133,7 +133,6 @@ class SavedTensorInplace(Rule):
     def __init__(self, *args: object, **kwargs: object) -> None:
         super().__init__(*args, **kwargs)  # type: ignore[arg-type]
         self._table = saved_tensor_table()
-        self._blocks: list[cst.CSTNode] = []
         self._saved: dict[object, dict[Identity, _Saved]] = {}  # scope -> tensor -> the op that saved it
         self._saving_ops: set[int] = set()  # ids of ops that saved something
         self._aliases: dict[Identity, tuple[Identity, bool]] = {}  # view expression -> (base, via .data)
@@ -147,16 +146,6 @@ class SavedTensorInplace(Rule):
         self._model_calls: dict[object, list[tuple[str, cst.Call]]] = {}
         self._reported: set[int] = set()  # ids of nodes already reported
         self._optimized: set[str] = set()  # models some torch.optim optimizer was built from
-
-    # ------------------------------------------------------------ blocks
-    def visit_Module(self, node: cst.Module) -> None:
-        self._blocks.append(node)
-
-    def leave_Module(self, node: cst.Module) -> None:
-        self._blocks.pop()
-
-    visit_IndentedBlock = visit_SimpleStatementSuite = visit_Module
-    leave_IndentedBlock = leave_SimpleStatementSuite = leave_Module
 
     @property
     def _scope(self) -> object:
@@ -419,7 +408,7 @@ class SavedTensorInplace(Rule):
         if event is not None and event.kind in (EventKind.BACKWARD, EventKind.GRAD):
             # torch.autograd.grad runs (and checks, and frees) the graph like backward()
             if event.subject is not None:
-                self._backward((event.subject,), event.retain_graph is True)
+                self._backward(node, (event.subject,), event.retain_graph is True)
             return
         if event is not None and event.kind is EventKind.STEP:
             self._optimizer_step(node, event.subject)
@@ -550,16 +539,16 @@ class SavedTensorInplace(Rule):
             )
         if self.ctx.grad_mode.statically_disabled:
             fix = None  # out of place under no_grad() the result would lose its graph
-        change = _Change(saved.op, node, message, fix, self.ctx.statement, tuple(self._blocks))
+        change = _Change(saved.op, node, message, fix, self.ctx.statement)
         self._changes.setdefault(self._scope, []).append(change)
 
-    def _backward(self, roots: tuple[cst.BaseExpression, ...], retains_graph: bool) -> None:
+    def _backward(self, call: cst.Call, roots: tuple[cst.BaseExpression, ...], retains_graph: bool) -> None:
         """A backward() from ``roots`` runs the saving ops they were computed from: report the
-        changes of their saved tensors (from this block or an enclosing one), then free them."""
+        changes of their saved tensors (on a path that reaches ``call``), then free them."""
         reached: frozenset[int] = _NO_DEPS
         for root in roots:
             reached = reached | self._deps_of(root)
-        self._report_changes(reached, same_block=True)
+        self._report_changes(reached, call)
         if not retains_graph:
             saved = self._saved.get(self._scope, {})
             for identity in [i for i, record in saved.items() if id(record.op) in reached]:
@@ -571,14 +560,20 @@ class SavedTensorInplace(Rule):
     def leave_Return(self, node: cst.Return) -> None:
         """In ``forward()`` the framework runs backward from what it returns."""
         if node.value is not None and self._in_forward():
-            self._report_changes(self._deps_of(node.value), same_block=False)
+            self._report_changes(self._deps_of(node.value), None)
 
-    def _report_changes(self, reached: frozenset[int], same_block: bool) -> None:
-        here = tuple(self._blocks)
+    def _report_changes(self, reached: frozenset[int], backward: cst.CSTNode | None) -> None:
+        """Report the waiting changes of what ``reached`` saved; with a ``backward`` call, only those
+        on a path through it (not in the other branch of an ``if``: the body's ``ctx.flow``)."""
         waiting = self._changes.get(self._scope, [])
+        flow = None
         for change in list(waiting):
-            if id(change.op) not in reached or (same_block and not _nested_or_same(change.blocks, here)):
+            if id(change.op) not in reached:
                 continue
+            if backward is not None:
+                flow = flow or self.ctx.flow(self._scope.node if self._scope is not None else self.ctx.module)
+                if not _on_one_path(flow, change.node, backward):
+                    continue
             waiting.remove(change)
             if id(change.node) in self._reported:
                 continue  # one optimizer step, several model calls it invalidated
@@ -624,7 +619,7 @@ class SavedTensorInplace(Rule):
                 f"for a backward() that runs after the step: backward() raises '{M4}'; call step() after every "
                 "backward() through the graph, or compute the loss again after the step"
             )
-            change = _Change(call, node, message, None, self.ctx.statement, tuple(self._blocks))
+            change = _Change(call, node, message, None, self.ctx.statement)
             self._changes.setdefault(self._scope, []).append(change)
 
     def _optimized_models(self, optimizer: cst.BaseExpression) -> set[str]:
@@ -813,10 +808,15 @@ def _is_basic_indexing(node: cst.Subscript) -> bool:
     return True
 
 
-def _nested_or_same(a: tuple[cst.CSTNode, ...], b: tuple[cst.CSTNode, ...]) -> bool:
-    """One block path contains the other: not two sibling branches (``if``/``else``)."""
-    shorter = min(len(a), len(b))
-    return a[:shorter] == b[:shorter]
+def _on_one_path(flow: Flow, a: cst.CSTNode, b: cst.CSTNode) -> bool:
+    """One of ``a``, ``b`` sits in every frame the other does (up to the shorter chain): not two
+    sibling branches (``if``/``else``, ``try``/``except``).  A node the flow does not place (in a
+    lambda) counts as on the path."""
+    pa, pb = flow.place(a), flow.place(b)
+    if pa is None or pb is None:
+        return True
+    shorter = min(len(pa.frames), len(pb.frames))
+    return pa.frames[:shorter] == pb.frames[:shorter]
 
 
 def _without_keyword(call: cst.Call, keyword: cst.Arg) -> cst.Call:
