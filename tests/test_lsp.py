@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import json
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -305,7 +307,10 @@ async def test_changes_are_debounced(client: LanguageClient, workspace: Path):
     forget(client, uri)
     before = len(client.published)  # type: ignore[attr-defined]
     started = time.monotonic()
-    # Type a comment above the mistake one key at a time: only the final text is linted.
+    # Type a comment above the mistake, the keys closer together than the debounce: the
+    # first change (after a quiet spell) is linted at once, the rest of the burst once,
+    # at its end.  The first lint's diagnostics are published only if they come before
+    # the next change does.
     for version, typed in enumerate(["#", "# a", "# ab", "# abc\n"], start=2):
         client.text_document_did_change(
             types.DidChangeTextDocumentParams(
@@ -313,10 +318,14 @@ async def test_changes_are_debounced(client: LanguageClient, workspace: Path):
                 [types.TextDocumentContentChangeWholeDocument(text=typed + MISTAKE)],
             )
         )
-    (diagnostic,) = await next_diagnostics(client, uri)
+    while not any(p.uri == uri and p.version == 5 for p in client.published[before:]):  # type: ignore[attr-defined]
+        assert time.monotonic() - started < TIMEOUT
+        await asyncio.sleep(0.01)
     assert time.monotonic() - started >= DEBOUNCE_SECONDS
-    (published,) = [p for p in client.published[before:] if p.uri == uri]  # type: ignore[attr-defined]
-    assert published.version == 5
+    versions = [p.version for p in client.published[before:] if p.uri == uri]  # type: ignore[attr-defined]
+    assert versions[-1] == 5 and versions == sorted(versions)
+    assert len(versions) < 4  # the burst was merged (normally [5], or [2, 5] when the first lint wins the race)
+    (diagnostic,) = client.diagnostics[uri]
     assert diagnostic.range.start.line == 5  # positioned in the final text
 
     forget(client, uri)
@@ -415,6 +424,75 @@ async def test_notebook_cells_are_one_program(client: LanguageClient, workspace:
     assert await next_diagnostics(client, cell_uris["setup"]) == []
 
 
+def cli_report(path: Path) -> tuple[list[dict], str]:
+    """``torchlint check --output-format json`` of a file: its findings, and what it says on stderr."""
+    result = subprocess.run(
+        [sys.executable, "-m", "torchlint", "check", "--output-format", "json", str(path)],
+        capture_output=True, text=True, timeout=60,
+    )
+    return json.loads(result.stdout), result.stderr
+
+
+@lsp
+async def test_a_notebook_cell_that_does_not_parse_and_indented_cells_as_the_cli_sees_them(
+    client: LanguageClient, workspace: Path
+):
+    # The same cells as a notebook file on disk and as a notebook open in the editor.
+    cells = {
+        "setup": ("python", "import torch\nw = torch.randn(3, requires_grad=True)\n"),
+        "notes": ("markdown", "# Training"),
+        "broken": ("python", "x = 1\nif x\n    y = 2\n"),
+        # Every line indented: IPython dedents the cell before it runs it (magics included).
+        "step": ("python", "    %time z = 1\n    !nvidia-smi\n    for _ in range(2):\n        w -= 0.1 * w.grad\n"),
+    }
+    path = workspace / "as_cli.ipynb"
+    path.write_text(json.dumps({
+        "cells": [{"cell_type": "code" if language == "python" else "markdown", "source": text, "metadata": {},
+                   **({"outputs": [], "execution_count": None} if language == "python" else {})}
+                  for language, text in cells.values()],
+        "metadata": {}, "nbformat": 4, "nbformat_minor": 5,
+    }))
+    cli_findings, cli_errors = cli_report(path)
+    uris = {name: f"{path.as_uri()}#{name}" for name in cells}
+    forget(client, *uris.values())
+    open_notebook(client, path.as_uri(), {uris[name]: cell for name, cell in cells.items()})
+
+    # The cell that does not parse is reported where the CLI reports it (cell 3, line 2, column 5) ...
+    (error,) = await next_diagnostics(client, uris["broken"])
+    assert "cell 3:2:5: error: syntax error: expected ':'" in cli_errors
+    assert error.severity == types.DiagnosticSeverity.Error and error.message == "syntax error: expected ':'"
+    assert error.range.start == types.Position(1, 4)
+    # ... and the other cells are still one program: `w` of the first cell is a leaf in the last.
+    assert await next_diagnostics(client, uris["setup"]) == []
+    (finding,) = await next_diagnostics(client, uris["step"])
+    (expected,) = cli_findings
+    assert (finding.code, expected["cell"]) == (expected["code"], 4)
+    # Columns count in the cell as stored, with the indentation IPython removed.
+    start, end = expected["location"], expected["end_location"]
+    assert finding.range == types.Range(types.Position(start["row"] - 1, start["column"] - 1),
+                                        types.Position(end["row"] - 1, end["column"] - 1))
+    assert finding.range.start == types.Position(3, 8)
+
+    step = cells["step"][1]
+    actions = await actions_for(client, uris["step"], finding.range)
+    fixed = apply(step, await edits_of(client, action_titled(actions, "Fix TL002"), uris["step"]))
+    assert fixed == step.replace("w -= 0.1 * w.grad", "w.data.sub_(0.1 * w.grad)")
+    (fix_all,) = await actions_for(client, uris["step"], whole_line(0), only=["source.fixAll"])
+    assert apply(step, await edits_of(client, fix_all, uris["step"])) == fixed
+    silenced = apply(step, await edits_of(client, action_titled(actions, "Disable TL002"), uris["step"]))
+    assert silenced == step.replace("w.grad\n", "w.grad  # noqa: TL002\n")
+    hover = await client.text_document_hover_async(
+        types.HoverParams(types.TextDocumentIdentifier(uris["step"]), types.Position(3, 10))
+    )
+    assert hover is not None and "TL002" in str(hover.contents)
+
+    # Once the broken cell parses, it is part of the program again (its `x` is linted too).
+    forget(client, *uris.values())
+    change_cell(client, path.as_uri(), 2, uris["broken"], "x = 1\nif x:\n    y = 2\n")
+    assert await next_diagnostics(client, uris["broken"]) == []
+    assert [d.code for d in await next_diagnostics(client, uris["step"])] == ["TL002"]
+
+
 @lsp
 async def test_vscode_notebook_cells_added_edited_and_removed(client: LanguageClient, workspace: Path):
     # VS Code names cells with the vscode-notebook-cell scheme and an escaped fragment.
@@ -510,6 +588,34 @@ async def test_pyproject_config_is_used_and_reloaded(client: LanguageClient, wor
     assert any("selct" in message.message for message in client.messages)
 
 
+@lsp
+async def test_per_file_ignores_and_file_level_noqa_as_in_the_cli(client: LanguageClient, workspace: Path):
+    project = workspace / "ignores"
+    project.mkdir()
+    (project / "pyproject.toml").write_text(
+        '[tool.torchlint]\nper-file-ignores = { "scripts/*" = ["TL002"] }\nrule-url = "https://docs.example.org/{code}"\n'
+    )
+    files = {
+        project / "scripts" / "run.py": MISTAKE,
+        project / "quiet.py": "# flake8: noqa\n" + MISTAKE,
+        project / "loud.py": "# flake8: noqa: E501\n" + MISTAKE,  # only E501: not a file-level exemption
+    }
+    published = {path.name: await open_file(client, path, text) for path, text in files.items()}
+    cli_findings, _ = cli_report(project)
+    assert [Path(finding["filename"]).name for finding in cli_findings] == ["loud.py"]
+    assert {name: [d.code for d in found] for name, found in published.items()} == {
+        "run.py": [], "quiet.py": [], "loud.py": ["TL002"]
+    }
+    # Rule links point where the project's `rule-url` says, as in the CLI's output.
+    (diagnostic,) = published["loud.py"]
+    assert diagnostic.code_description is not None
+    assert diagnostic.code_description.href == cli_findings[0]["url"] == "https://docs.example.org/TL002"
+    hover = await client.text_document_hover_async(
+        types.HoverParams(types.TextDocumentIdentifier((project / "loud.py").as_uri()), diagnostic.range.start)
+    )
+    assert hover is not None and "(https://docs.example.org/TL002)" in str(hover.contents)
+
+
 # ---------------------------------------------------------------- in-process
 def test_server_without_pygls_explains_how_to_install(monkeypatch: pytest.MonkeyPatch, capsys):
     from torchlint.cli import main
@@ -524,11 +630,10 @@ def test_unsafe_fixes_are_labelled():
     from torchlint.lsp.convert import CellTexts, code_actions
     from torchlint.lsp.program import Program, action_edits, analyse
     from torchlint.lsp.text import utf16_units
-    from torchlint.rule import FixSafety, RuleOptions
-    from torchlint.settings import Settings, resolve_rules
+    from torchlint.rule import FixSafety
+    from torchlint.settings import Settings
 
-    rules = resolve_rules(Settings())
-    analysis = analyse(Program.of_file("file:///t.py", MISTAKE), rules, RuleOptions())
+    analysis = analyse(Program.of_file("/t.py", "file:///t.py", MISTAKE), Settings())
     (finding,) = analysis.findings
     assert finding.fix is not None
     unsafe = dataclasses.replace(finding, fix=dataclasses.replace(finding.fix, safety=FixSafety.UNSAFE))
@@ -541,7 +646,7 @@ def test_unsafe_fixes_are_labelled():
     assert titles == ["Fix TL002: update `w.data` in place (unsafe)", "Disable TL002 for this line"]
     assert actions[0].is_preferred is False
     assert all(action.edit is None and isinstance(action.data, dict) for action in actions)
-    fix = action_edits(analysis, actions[0].data, rules, RuleOptions())  # what the worker computes
+    fix = action_edits(analysis, actions[0].data, Settings())  # what the worker computes
     (edit,) = fix[0]
     line = MISTAKE.splitlines()[4]
     assert edit.start.line == edit.end.line == 4
@@ -572,7 +677,8 @@ def test_a_crashing_rule_becomes_one_diagnostic():
     from torchlint.lsp.convert import CellTexts, diagnostics_by_cell
     from torchlint.lsp.program import Program, analyse
     from torchlint.lsp.text import utf16_units
-    from torchlint.rule import Rule, RuleOptions
+    from torchlint.rule import Rule
+    from torchlint.settings import Settings
 
     class Crashing(Rule):
         code, name, summary = "TL999", "crashing", "always crashes"
@@ -580,8 +686,43 @@ def test_a_crashing_rule_becomes_one_diagnostic():
         def visit_Name(self, node: object) -> None:
             raise RuntimeError("boom")
 
-    analysis = analyse(Program.of_file("file:///t.py", MISTAKE), [Crashing], RuleOptions())
+    analysis = analyse(Program.of_file("/t.py", "file:///t.py", MISTAKE), Settings(), [Crashing])
     assert analysis.crash is not None and "RuntimeError: boom" in analysis.crash
     (diagnostic,) = diagnostics_by_cell(CellTexts(analysis, utf16_units))[0]
     assert diagnostic.severity == types.DiagnosticSeverity.Error
     assert "a torchlint bug" in diagnostic.message and "boom" in diagnostic.message
+
+
+def test_the_worker_collects_garbage_between_requests_not_during_them():
+    import gc
+    import os
+
+    from torchlint.lsp.worker import MAX_UNCOLLECTED, Collector
+
+    enabled = gc.isenabled()
+    read_end, write_end = os.pipe()
+    try:
+        with open(read_end, "rb", buffering=0) as requests, open(write_end, "wb", buffering=0) as server:
+            collector = Collector()
+            assert not gc.isenabled()  # no automatic collection in the middle of a lint
+            frozen = gc.get_freeze_count()
+            collector.when_idle(requests)
+            assert gc.get_freeze_count() == frozen  # nothing served yet: nothing to collect
+            server.write(b"x")  # a request is waiting: it is served first
+            for _ in range(MAX_UNCOLLECTED - 1):
+                collector.served()
+                collector.when_idle(requests)
+                assert gc.get_freeze_count() == frozen
+            collector.served()  # requests back to back for too long: collect anyway
+            collector.when_idle(requests)
+            assert gc.get_freeze_count() > frozen  # the survivors are frozen: never scanned again
+            requests.read(1)
+            kept = [[]]  # allocated after the freeze
+            frozen = gc.get_freeze_count()
+            collector.served()
+            collector.when_idle(requests)  # idle: collects
+            assert gc.get_freeze_count() > frozen and kept
+    finally:
+        gc.unfreeze()
+        if enabled:
+            gc.enable()

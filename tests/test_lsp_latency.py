@@ -266,13 +266,13 @@ def milliseconds(values: list[float]) -> str:
 
 def lint_seconds(lines: int) -> float:
     """The engine's own time for ``module_of(lines)``, in this process: the floor under any latency."""
-    from torchlint.lsp.program import Program, analyse
-    from torchlint.rule import RuleOptions
+    from torchlint.runner import lint_content
     from torchlint.settings import Settings, resolve_rules
 
-    rules, text = resolve_rules(Settings()), module_of(lines)
+    settings, text = Settings(), module_of(lines)
+    resolve_rules(settings)  # imports the rules
     started = time.perf_counter()
-    analyse(Program.of_file("file:///floor.py", text), rules, RuleOptions())
+    lint_content("floor.py", text, settings)
     return time.perf_counter() - started
 
 

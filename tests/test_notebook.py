@@ -130,10 +130,15 @@ def test_a_cell_that_does_not_parse_is_named_and_the_others_are_linted_as_one_pr
 
 def test_every_cell_that_does_not_parse_is_named() -> None:
     text = notebook(cell("def f(:\n"), cell(SETUP), cell("  x = [\n"), cell(LOOP))
-    report = lint_content("nb.ipynb", text, Settings(), RULES).report
+    linted = lint_content("nb.ipynb", text, Settings(), RULES)
+    report = linted.report
     assert report.error is not None and report.error.startswith("cell 1:1:7: syntax error: ")
     assert report.error.endswith("(cell 3 does not parse either)")
     assert [(f.cell, f.code) for f in report.findings] == [(4, "TL001")]
+    # Each one with its position, for an editor: cell 3 is dedented as IPython does, so its
+    # column counts the two spaces removed.
+    assert [(p.cell, p.line, p.col) for p in linted.problems] == [(1, 1, 7), (3, 1, 7)]
+    assert str(linted.problems[0]) == report.error.split(" (cell 3")[0]
 
 
 def test_fix_and_add_noqa_leave_a_cell_that_does_not_parse_alone(tmp_path: Path) -> None:

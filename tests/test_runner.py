@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -93,6 +94,30 @@ def test_one_entry_point_for_sources_and_notebooks(tmp_path: Path) -> None:
     in_cells = runner.lint_content("nb.ipynb", notebook.encode(), Settings(), rules, action=runner.Action.FIX)
     assert in_cells.report.fixed == 1 and "requires_grad = True" in in_cells.text
     assert runner.lint_content("t.py", b"\xff\xfe x", Settings(), rules).report.error.startswith("cannot decode")
+
+
+def test_one_finding_at_a_time_is_fixed_or_silenced_as_the_whole_file_is() -> None:
+    """What an editor's quick fixes do: one finding's fix, or its noqa comment, from the
+    check's own tree, written as ``--fix`` and ``--add-noqa`` write them (notebook cells too)."""
+    source = "import torch\nw = torch.randn(3, requires_grad=True)\nw -= 0.1 * w.grad\nw += 1\n"
+    indented = "".join("    " + line for line in source.splitlines(keepends=True))  # IPython dedents it
+    cells = [{"cell_type": "code", "source": text} for text in ("x = (", indented)]
+    for path, content, text in (("t.py", source, source), ("nb.ipynb", json.dumps({"cells": cells}), indented)):
+        notebook = path.endswith(".ipynb")
+        checked = runner.lint_content(path, content, Settings())
+        first, second = checked.report.findings
+        fixed = runner.one_fix_text(checked, first)
+        assert fixed is not None  # the other finding is left as it is
+        assert runner.cell_texts(fixed, notebook=notebook)[first.cell or 1] == text.replace(
+            "w -= 0.1 * w.grad", "w.data.sub_(0.1 * w.grad)")
+        silenced = runner.noqa_text(checked, second)
+        assert silenced is not None
+        after = runner.lint_content(path, silenced, Settings())
+        assert [(f.line, f.col) for f in after.report.findings] == [(first.line, first.col)]
+        assert runner.cell_texts(silenced, notebook=notebook)[second.cell or 1] == text.replace(
+            "w += 1\n", "w += 1  # noqa: TL002\n")
+        with pytest.raises(ValueError):
+            runner.one_fix_text(runner.lint_content(path, content, Settings(), action=runner.Action.FIX), first)
 
 
 def runner_rules():

@@ -34,8 +34,8 @@ if TYPE_CHECKING:
     from torchlint.rule import Rule
 
 __all__ = [
-    "Action", "FileReport", "Linted", "NOTEBOOK_SUFFIX", "add_noqa_to_file", "check_file", "fix_file",
-    "is_notebook", "lint_content", "rules_for_path",
+    "Action", "FileReport", "Linted", "NOTEBOOK_SUFFIX", "Problem", "add_noqa_to_file", "cell_texts", "check_file",
+    "fix_file", "is_notebook", "lint_content", "noqa_text", "one_fix_text", "rules_for_path",
 ]
 
 
@@ -81,6 +81,33 @@ class Action(enum.Enum):
     ADD_NOQA = "add-noqa"  # add `# noqa: CODE` for every finding
 
 
+@dataclass(frozen=True)
+class Problem:
+    """Why content, or one notebook cell, could not be analysed (``FileReport.error`` in parts)."""
+
+    message: str
+    line: int | None = None  # 1-based, counted in ``cell`` for a notebook
+    col: int | None = None  # 1-based
+    cell: int | None = None  # a notebook's cell number (counting every cell, from 1)
+
+    def __str__(self) -> str:
+        where = f"{self.line}:{self.col or 1}: " if self.line is not None else ""
+        if self.cell is None:
+            return f"{where}{self.message}"
+        return f"cell {self.cell}:{where}{self.message}" if where else f"cell {self.cell}: {self.message}"
+
+
+@dataclass
+class _Analysed:
+    """The analysed program behind a check, kept so that one finding's fix or noqa comment
+    is made without parsing again (``one_fix_text``, ``noqa_text``)."""
+
+    program: str
+    module: object  # the libcst module (None when no rule needed a tree)
+    findings: list[Finding]  # in program coordinates, one for each of the report's findings
+    notebook: Notebook | None = None
+
+
 @dataclass
 class Linted:
     """What ``lint_content`` made of one file's content."""
@@ -90,6 +117,8 @@ class Linted:
     encoding: str = "utf-8"
     original: SourceFile | None = field(default=None, repr=False)  # the decoded input
     noqa_added: int = 0  # lines given a noqa comment (``Action.ADD_NOQA``)
+    problems: list[Problem] = field(default_factory=list)  # what ``report.error`` says, with positions
+    analysed: _Analysed | None = field(default=None, repr=False)  # ``Action.CHECK`` of content that parsed
 
     @property
     def changed(self) -> bool:
@@ -105,28 +134,47 @@ def lint_content(
     action: Action = Action.CHECK,
     unsafe: bool | None = None,
     respect_noqa: bool = True,
+    notebook: bool | None = None,
 ) -> Linted:
     """Lint one file's content (bytes as stored, decoded as Python does, or text).
 
     ``path`` names the file: it decides notebook or not, the per-file-ignores and
     the messages.  ``rules`` None: those ``settings`` select.  ``unsafe`` None: the
     settings' ``unsafe_fixes``.  ``respect_noqa`` False leaves ``# noqa`` and
-    ``# flake8: noqa`` comments to the caller (flake8's plugin, with ``--disable-noqa``).  Never raises for bad content: the report's ``error``
-    says what is wrong (a syntax error, undecodable bytes, invalid notebook JSON).
+    ``# flake8: noqa`` comments to the caller (flake8's plugin, with ``--disable-noqa``).
+    ``notebook`` None: a notebook when ``path`` ends in ``.ipynb`` (an editor's Python
+    view of a notebook has that name too).  Never raises for bad content: the report's
+    ``error`` says what is wrong (a syntax error, undecodable bytes, invalid notebook
+    JSON), and ``problems`` says it with positions.
     """
     if isinstance(content, str):
+        if (unencodable := _unencodable(content)) is not None:
+            return Linted(FileReport(path, error=unencodable), problems=[Problem(unencodable)])
         source = SourceFile(content, "utf-8")
     else:
         try:
             source = decode(content)
         except ReadError as error:
-            return Linted(FileReport(path, error=str(error)))
+            return Linted(FileReport(path, error=str(error)), problems=[Problem(str(error))])
     selected = rules_for_path(path, resolve_rules(settings) if rules is None else rules, settings)
     job = _Job(path, settings, selected, action, settings.unsafe_fixes if unsafe is None else unsafe, respect_noqa)
-    linted = _lint_notebook(job, source) if is_notebook(path) else _lint_python(job, source)
+    as_notebook = is_notebook(path) if notebook is None else notebook
+    linted = _lint_notebook(job, source) if as_notebook else _lint_python(job, source)
     linted.original, linted.encoding = source, source.encoding
+    if linted.problems:
+        linted.report.error = _problems_line(linted.problems)
     linted.report.source = linted.text if linted.report.error is None else None  # as the cache gives it
     return linted
+
+
+def _unencodable(text: str) -> str | None:
+    """Why text handed over as a string (an editor's, a shell's) is no source file: a lone
+    surrogate cannot be encoded, and the parser cannot take it; None when it is fine."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as error:
+        return f"cannot encode the text as UTF-8 ({error.reason} at character {error.start})"
+    return None
 
 
 @dataclass(frozen=True)
@@ -145,6 +193,7 @@ class _Outcome:
 
     program: str  # after the action
     findings: list[Finding]
+    module: object = None  # ``Action.CHECK``: the libcst tree of ``program`` the findings point into
     fixed: int = 0
     noqa_added: int = 0
     fixed_codes: list[str] = dataclasses.field(default_factory=list)  # the rule of each applied fix
@@ -164,7 +213,7 @@ def _run(job: _Job, program: str) -> _Outcome:
     if job.action is Action.ADD_NOQA:
         return _with_noqa_comments(program, result.findings)
     findings = engine.with_fix_edits(result, program) if job.settings.fix_edits else result.findings
-    return _Outcome(program, findings)
+    return _Outcome(program, findings, result.module)
 
 
 def _with_noqa_comments(program: str, findings: list[Finding]) -> _Outcome:
@@ -194,15 +243,15 @@ def _lint_python(job: _Job, source: SourceFile) -> Linted:
     try:
         outcome = _run(job, source.text)
     except _analysis_errors() as error:
-        report.error = _error_text(error)
-        return Linted(report, source.text)
+        return Linted(report, source.text, problems=[_problem(error)])
     report.findings, report.fixed, report.fixed_codes = outcome.findings, outcome.fixed, outcome.fixed_codes
     if outcome.program != source.text:
         report.diff = "".join(difflib.unified_diff(
             source.text.splitlines(keepends=True), outcome.program.splitlines(keepends=True),
             fromfile=job.path, tofile=job.path,
         ))
-    return Linted(report, outcome.program, noqa_added=outcome.noqa_added)
+    analysed = _Analysed(source.text, outcome.module, outcome.findings) if job.action is Action.CHECK else None
+    return Linted(report, outcome.program, noqa_added=outcome.noqa_added, analysed=analysed)
 
 
 def _lint_notebook(job: _Job, source: SourceFile) -> Linted:
@@ -214,13 +263,12 @@ def _lint_notebook(job: _Job, source: SourceFile) -> Linted:
         notebook, cell_errors, outcome = _run_on_cells_that_parse(job, notebook)
         new_text = notebook.render(outcome.program)
     except NotebookError as error:
-        report.error = str(error)
-        return Linted(report, source.text)
+        return Linted(report, source.text, problems=[Problem(str(error))])
     except _analysis_errors() as error:
         from torchlint.engine import SourceError
 
-        report.error = _notebook_error(notebook, error) if isinstance(error, SourceError) else str(error)
-        return Linted(report, source.text)
+        problem = _notebook_problem(notebook, error) if isinstance(error, SourceError) else Problem(str(error))
+        return Linted(report, source.text, problems=[problem])
     after = notebook if new_text == source.text else Notebook(new_text, notebook.skipped)
     findings = outcome.findings
     if after.program != outcome.program:  # cannot happen unless masking is not idempotent: re-lint to be exact
@@ -229,62 +277,113 @@ def _lint_notebook(job: _Job, source: SourceFile) -> Linted:
     report.fixed, report.fixed_codes = outcome.fixed, outcome.fixed_codes
     report.cells = after.cell_texts
     report.diff = cell_diffs(job.path, notebook, after)
-    report.error = _cells_error(cell_errors)
-    return Linted(report, new_text, noqa_added=outcome.noqa_added)
+    analysed = _Analysed(notebook.program, outcome.module, findings, notebook) if job.action is Action.CHECK else None
+    return Linted(report, new_text, noqa_added=outcome.noqa_added, problems=cell_errors, analysed=analysed)
 
 
-def _run_on_cells_that_parse(job: _Job, notebook: Notebook) -> tuple[Notebook, dict[int, str], _Outcome]:
+def _run_on_cells_that_parse(job: _Job, notebook: Notebook) -> tuple[Notebook, list[Problem], _Outcome]:
     """Run the job on the notebook's program; if it does not parse, without the cells that
-    do not parse on their own.  Also returns an error line for each of those cells
-    (``cell N:line:col: message``, counted in the cell)."""
+    do not parse on their own.  Also returns the problem of each of those cells (its
+    position counted in the cell)."""
     from torchlint.engine import SourceError, check_syntax
 
     try:
-        return notebook, {}, _run(job, notebook.program)
+        return notebook, [], _run(job, notebook.program)
     except SourceError:
-        bad: dict[int, str] = {}
+        bad: list[Problem] = []
         for cell in notebook.cells:
             try:
                 check_syntax(cell.program_text)
             except SourceError as error:
-                bad[cell.number] = _cell_error(notebook, cell.number, error)
+                bad.append(_cell_problem(notebook, cell.number, error))
         if not bad:  # each cell parses, the program does not: the error is where the parser gave up
             raise
-    notebook = notebook.without(frozenset(bad))
+    notebook = notebook.without(frozenset(problem.cell for problem in bad if problem.cell is not None))
     return notebook, bad, _run(job, notebook.program)
 
 
-def _cell_error(notebook: Notebook, number: int, error: SourceError) -> str:
+def _cell_problem(notebook: Notebook, number: int, error: SourceError) -> Problem:
     if error.line is None:
-        return f"cell {number}: {error}"
+        return Problem(str(error), cell=number)
     line, col = notebook.position_in_cell(number, error.line, error.col or 1)
-    return f"cell {number}:{line}:{col}: {error}"
+    return Problem(str(error), line, col, number)
 
 
-def _notebook_error(notebook: Notebook, error: SourceError) -> str:
+def _notebook_problem(notebook: Notebook, error: SourceError) -> Problem:
     if error.line is None:
-        return str(error)
+        return Problem(str(error))
     number, line = notebook.locate(error.line)
-    return _cell_error(notebook, number, SourceError(str(error), line, error.col))
+    return _cell_problem(notebook, number, SourceError(str(error), line, error.col))
 
 
-def _cells_error(errors: dict[int, str]) -> str | None:
-    """One line for the cells left out: the first one's error, and the others' numbers."""
-    if not errors:
-        return None
-    first, *others = errors
+def _problems_line(problems: list[Problem]) -> str:
+    """One line for the report: the first problem, and the numbers of the other cells left out."""
+    first, *others = problems
     if not others:
-        return errors[first]
-    numbers = ", ".join(map(str, others))
-    return f"{errors[first]} (cell{'s' * (len(others) > 1)} {numbers} do{'es' * (len(others) == 1)} not parse either)"
+        return str(first)
+    numbers = ", ".join(str(problem.cell) for problem in others)
+    return f"{first} (cell{'s' * (len(others) > 1)} {numbers} do{'es' * (len(others) == 1)} not parse either)"
 
 
-def _error_text(error: Exception) -> str:
-    """The error in one line, ``line:col: message`` when it has a position (a ``SourceError``)."""
+def _problem(error: Exception) -> Problem:
+    """The error with its position when it has one (a ``SourceError``)."""
     line = getattr(error, "line", None)
-    if line is not None:
-        return f"{line}:{getattr(error, 'col', None) or 1}: {error}"
-    return str(error)
+    return Problem(str(error), line, (getattr(error, "col", None) or 1) if line is not None else None)
+
+
+# ---------------------------------------------------------------- one finding at a time (editors)
+def one_fix_text(linted: Linted, finding: Finding) -> str | None:
+    """The content with only this finding's fix applied (safe or not: the user picked it).
+
+    ``finding`` is one of ``linted.report.findings`` of an ``Action.CHECK``; None when it
+    has no fix, or the fix cannot be applied (too deep, the result does not parse)."""
+    from torchlint.engine import FixError, SourceError, apply_fixes, check_syntax
+
+    analysed, program_finding = _analysed_finding(linted, finding)
+    if program_finding is None or program_finding.fix is None or analysed.module is None:
+        return None
+    try:
+        program = apply_fixes(analysed.module, [program_finding.fix])  # type: ignore[arg-type]
+        check_syntax(program)
+        return _content_of(analysed, program)
+    except (FixError, SourceError):
+        return None
+
+
+def noqa_text(linted: Linted, finding: Finding) -> str | None:
+    """The content with a ``# noqa: CODE`` comment that silences this finding (merged into
+    a noqa comment already there), made as ``Action.ADD_NOQA`` makes it; None if it cannot be."""
+    analysed, program_finding = _analysed_finding(linted, finding)
+    if program_finding is None:
+        return None
+    try:
+        outcome = _with_noqa_comments(analysed.program, [program_finding])
+        return _content_of(analysed, outcome.program) if outcome.noqa_added else None
+    except _analysis_errors():
+        return None
+
+
+def _analysed_finding(linted: Linted, finding: Finding) -> tuple[_Analysed, Finding | None]:
+    analysed = linted.analysed
+    if analysed is None:
+        raise ValueError("only the findings of a check of content that parsed can be fixed one at a time")
+    index = next((i for i, reported in enumerate(linted.report.findings) if reported is finding), None)
+    return analysed, analysed.findings[index] if index is not None else None
+
+
+def _content_of(analysed: _Analysed, program: str) -> str:
+    """The file's content for a new text of its program (a notebook: its JSON, cells rewritten)."""
+    return analysed.notebook.render(program) if analysed.notebook is not None else program
+
+
+def cell_texts(content: str, *, notebook: bool) -> dict[int, str]:
+    """Content's Python text by cell number: ``{1: text}`` for a Python file, each Python
+    code cell's source for a notebook (``NotebookError`` if it is not one)."""
+    if not notebook:
+        return {1: content}
+    from torchlint.notebook import Notebook
+
+    return Notebook(content).cell_texts
 
 
 # ---------------------------------------------------------------- files

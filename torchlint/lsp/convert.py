@@ -10,11 +10,11 @@ from collections.abc import Sequence
 
 from lsprotocol import types
 
-from torchlint.engine import Finding, fixable
+from torchlint.datatypes import Finding, FixSafety
 from torchlint.lsp.program import FIX, FIX_ALL, NOQA, Analysis, CellEdits
 from torchlint.lsp.text import Point, UnitCounter, split_lines, to_units
-from torchlint.rule import FixSafety
-from torchlint.rulebook import page_for
+from torchlint.rulebook import page_for, rule_url
+from torchlint.runner import Problem
 
 SOURCE = "torchlint"
 FIX_ALL_KIND = "source.fixAll.torchlint"
@@ -24,9 +24,10 @@ FIX_ALL_TITLE = "Fix all torchlint findings"
 class CellTexts:
     """Each cell's lines, split once, for converting characters to code units."""
 
-    def __init__(self, analysis: Analysis, units: UnitCounter) -> None:
+    def __init__(self, analysis: Analysis, units: UnitCounter, rule_base: str | None = None) -> None:
         self.analysis = analysis
         self.units = units
+        self.rule_base = rule_base  # the ``rule-url`` setting: where rule links point
         self._lines = [split_lines(cell.text) for cell in analysis.program.cells]
 
     def position(self, cell: int, point: Point) -> types.Position:
@@ -54,38 +55,39 @@ class CellTexts:
 
 # ---------------------------------------------------------------- diagnostics
 def diagnostics_by_cell(texts: CellTexts) -> dict[int, list[types.Diagnostic]]:
+    """Each cell's diagnostics: the problem of a cell that could not be analysed (a
+    syntax error), and the findings of the others."""
     analysis = texts.analysis
     by_cell: dict[int, list[types.Diagnostic]] = {i: [] for i in range(len(analysis.program.cells))}
-    if analysis.error is not None:
-        cell, diagnostic = _error_diagnostic(texts)
+    for problem in analysis.problems:
+        cell, diagnostic = _problem_diagnostic(texts, problem)
         by_cell[cell].append(diagnostic)
-        return by_cell
     for finding in analysis.findings:
         cell, where = texts.finding_range(finding)
-        by_cell[cell].append(finding_diagnostic(finding, where))
+        by_cell[cell].append(finding_diagnostic(finding, where, texts.rule_base))
     return by_cell
 
 
-def finding_diagnostic(finding: Finding, where: types.Range) -> types.Diagnostic:
-    page = page_for(finding.code)
+def finding_diagnostic(finding: Finding, where: types.Range, rule_base: str | None = None) -> types.Diagnostic:
+    url = rule_url(finding.code, rule_base)
     return types.Diagnostic(
         range=where,
         message=finding.message,
         severity=types.DiagnosticSeverity.Warning,
         code=finding.code,
-        code_description=types.CodeDescription(href=page.url) if page else None,
+        code_description=types.CodeDescription(href=url) if url else None,
         source=SOURCE,
     )
 
 
-def _error_diagnostic(texts: CellTexts) -> tuple[int, types.Diagnostic]:
-    """The one diagnostic of a program that cannot be analysed: from the error to the end of its line."""
+def _problem_diagnostic(texts: CellTexts, problem: Problem) -> tuple[int, types.Diagnostic]:
+    """The diagnostic of code that cannot be analysed: from the error to the end of its line."""
     analysis = texts.analysis
     if analysis.crash is not None:
-        message = f"torchlint could not analyse this code (a torchlint bug, please report it): {analysis.error}"
+        message = f"torchlint could not analyse this code (a torchlint bug, please report it): {problem.message}"
     else:
-        message = analysis.error or "cannot analyse"
-    cell, start = analysis.error_point()
+        message = problem.message
+    cell, start = analysis.problem_point(problem)
     lines = split_lines(analysis.program.cells[cell].text)
     end = Point(start.line, len(lines[start.line])) if start.line < len(lines) else start
     if end.char < start.char:
@@ -118,16 +120,21 @@ def code_actions(texts: CellTexts, cell: int, requested: types.Range, only: Sequ
         for finding in texts.analysis.findings:
             finding_cell, where = texts.finding_range(finding)
             if finding_cell == cell and _overlaps(where, requested):
-                actions += _finding_actions(uri, finding, where)
-    if kind_wanted(FIX_ALL_KIND, only) and any(fixable(f, unsafe=False) for f in texts.analysis.findings):
+                actions += _finding_actions(uri, finding, where, texts.rule_base)
+    if kind_wanted(FIX_ALL_KIND, only) and any(_safely_fixable(f) for f in texts.analysis.findings):
         actions.append(types.CodeAction(title=FIX_ALL_TITLE, kind=FIX_ALL_KIND, data={"uri": uri, "action": FIX_ALL}))
     return actions
 
 
-def _finding_actions(uri: str, finding: Finding, where: types.Range) -> list[types.CodeAction]:
-    diagnostic = finding_diagnostic(finding, where)
-    # The finding is found again by its code and program position when the action is resolved.
-    data = {"uri": uri, "code": finding.code, "line": finding.line, "col": finding.col}
+def _safely_fixable(finding: Finding) -> bool:
+    """What "Fix all" applies (``--fix`` without ``--unsafe-fixes``)."""
+    return finding.fix is not None and finding.fix.safety is FixSafety.SAFE
+
+
+def _finding_actions(uri: str, finding: Finding, where: types.Range, rule_base: str | None) -> list[types.CodeAction]:
+    diagnostic = finding_diagnostic(finding, where, rule_base)
+    # The finding is found again by its code and position when the action is resolved.
+    data = {"uri": uri, "code": finding.code, "line": finding.line, "col": finding.col, "cell": finding.cell}
     actions: list[types.CodeAction] = []
     if finding.fix is not None:
         unsafe = finding.fix.safety is FixSafety.UNSAFE
@@ -166,7 +173,7 @@ def hover(texts: CellTexts, cell: int, position: types.Position) -> types.Hover 
     for finding in texts.analysis.findings:
         finding_cell, where = texts.finding_range(finding)
         if finding_cell == cell and _key(where.start) <= _key(position) <= _key(where.end):
-            parts.append(explanation(finding))
+            parts.append(explanation(finding, texts.rule_base))
             first = first or where
     if not parts:
         return None
@@ -176,7 +183,7 @@ def hover(texts: CellTexts, cell: int, position: types.Position) -> types.Hover 
     )
 
 
-def explanation(finding: Finding) -> str:
+def explanation(finding: Finding, rule_base: str | None = None) -> str:
     """A finding's message followed by its rule page's explanation, in Markdown."""
     lines = [f"**{finding.code}** ({finding.name}): {finding.message}"]
     page = page_for(finding.code)
@@ -184,5 +191,6 @@ def explanation(finding: Finding) -> str:
         for heading in ("What it does", "Why is this bad?"):
             if body := page.section(heading):
                 lines += ["", f"#### {heading}", "", body]
-        lines += ["", f"[{finding.code} in the rule book]({page.url})"]
+    if url := rule_url(finding.code, rule_base):
+        lines += ["", f"[{finding.code} in the rule book]({url})"]
     return "\n".join(lines)

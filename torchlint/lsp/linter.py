@@ -26,7 +26,8 @@ from typing import Any
 
 from torchlint.lsp import worker
 from torchlint.lsp.program import Analysis, CellEdits, Outcome, Program
-from torchlint.rule import Rule, RuleOptions
+from torchlint.runner import Problem
+from torchlint.settings import Settings
 
 WORKER_COMMAND = (sys.executable, "-m", "torchlint.lsp.worker")
 # Lints of texts shorter than this tell little about the time per character (start-up costs dominate).
@@ -80,8 +81,7 @@ class Lint:
     """What to lint, with what: a request to the worker (and, once done, its result)."""
 
     program: Program
-    rules: list[type[Rule]]
-    options: RuleOptions
+    settings: Settings
 
 
 @dataclass
@@ -159,13 +159,13 @@ class Linter:
         if self.seconds_per_char is None:
             return  # no lint measured yet: no estimate
         elapsed = time.monotonic() - running.started
-        remaining = self.seconds_per_char * len(running.job.request.program.source) - elapsed
+        remaining = self.seconds_per_char * len(running.job.request.program.content) - elapsed
         if remaining > running.process.startup:
             running.job.cancelled = True
             running.process.stop()  # its call raises WorkerDied
 
     def _measure(self, request: Lint, seconds: float) -> None:
-        size = len(request.program.source)
+        size = len(request.program.content)
         if size >= MEASURED_SIZE:
             rate = seconds / size
             previous = self.seconds_per_char
@@ -211,7 +211,7 @@ class Linter:
 
     async def _serve(self, job: _Job) -> None:
         request = job.request
-        arguments = (job.key, request.program, request.rules, request.options)
+        arguments = (job.key, request.program, request.settings)
         try:
             if job.data is None:
                 started = time.monotonic()
@@ -268,5 +268,5 @@ class Linter:
             return {}  # no edit rather than a failed request
         # A failure inside the worker comes with the worker's traceback.
         crash = str(error) if isinstance(error, RuntimeError) else "".join(traceback.format_exception(error))
-        message = crash.strip().splitlines()[-1]
-        return job.request, Analysis.of(job.request.program, Outcome([], message, None, crash))
+        problem = Problem(crash.strip().splitlines()[-1])
+        return job.request, Analysis.of(job.request.program, Outcome([], [problem], crash))

@@ -27,11 +27,15 @@ class Project:
         rules = resolve_rules(self.settings)
         if path is None:
             return rules
-        relative = self._relative(path)
-        # Outside the project only the file's own name can be excluded, as for `torchlint FILE`.
-        if self.excluded(relative if relative is not None else path.name):
+        if self.excludes(path):
             return None
         return rules_for_path(str(path), rules, self.settings)
+
+    def excludes(self, path: Path) -> bool:
+        """Whether the settings exclude the file (as ``torchlint --force-exclude FILE`` does)."""
+        relative = self._relative(path)
+        # Outside the project only the file's own name can be excluded, as for `torchlint FILE`.
+        return self.excluded(relative if relative is not None else path.name)
 
     def excluded(self, relative: str) -> bool:
         """Whether a directory walk from the project root skips this file (or a directory above it)."""

@@ -33,10 +33,11 @@ from torchlint.lsp.linter import Lint, Linter
 from torchlint.lsp.program import Analysis, Cell, Program
 from torchlint.lsp.text import UnitCounter
 from torchlint.lsp.project import Project, load_project
-from torchlint.rule import Rule, RuleOptions
+from torchlint.settings import Settings
 
-# Long enough to merge a burst of keystrokes into one lint, short enough that a
-# 1,000-line file has its diagnostics 0.3 s after the last change.
+# Changes closer together than this are a burst (a paste, an editor's multi-step
+# edit, fast keys), linted once at its end; the first change after a quiet spell is
+# linted at once (the debounce costs it nothing).
 DEBOUNCE_SECONDS = 0.05
 # A request waits for a lint at most this long (a worker that hangs must not hang the editor).
 LINT_TIMEOUT = 60.0
@@ -56,14 +57,13 @@ class Linted:
     """The last analysis of a target, with what it was run with (code actions need both)."""
 
     analysis: Analysis
-    rules: list[type[Rule]]
-    options: RuleOptions
+    settings: Settings
     result_id: str = ""  # for pull diagnostics: unchanged while the analysis is the same
     _texts: CellTexts | None = field(default=None, repr=False)
 
     def texts(self, units: UnitCounter) -> CellTexts:
         if self._texts is None or self._texts.units != units:  # bound methods: equal, not identical
-            self._texts = CellTexts(self.analysis, units)
+            self._texts = CellTexts(self.analysis, units, self.settings.rule_url)
         return self._texts
 
 
@@ -88,6 +88,7 @@ class TorchlintServer(LanguageServer):
         self.pending: dict[str, Pending] = {}  # by target: the newest lint started
         self.published: dict[str, list[str]] = {}  # target -> uris that hold its diagnostics
         self.timers: dict[str, asyncio.Task[None]] = {}  # debounced lints
+        self.last_change: dict[str, float] = {}  # by target: when it last changed (event loop time)
         self.reported_config_errors: set[str] = set()
         self.linter = Linter()
         self.results = itertools.count(1)
@@ -122,9 +123,9 @@ class TorchlintServer(LanguageServer):
                 if cell.kind == types.NotebookCellKind.Code and document is not None
                 and document.language_id in (None, "python")
             ]
-            return Program.of_notebook(cells) if cells else None
+            return Program.of_notebook(_path_of(target), cells) if cells else None
         document = self.open_document(target)
-        return Program.of_file(target, document.source) if document is not None else None
+        return Program.of_file(_path_of(target), target, document.source) if document is not None else None
 
     def project_of(self, target: str) -> Project:
         path = _path(target)
@@ -153,11 +154,13 @@ class TorchlintServer(LanguageServer):
         return text_document is not None and text_document.diagnostic is not None
 
     # ------------------------------------------------------------ linting
-    def lint_request(self, target: str, program: Program) -> Lint:
+    def lint_request(self, target: str, program: Program) -> Lint | None:
+        """What the worker lints; None for a file the settings exclude (the CLI skips it)."""
         project = self.project_of(target)
-        rules = project.rules_for(_path(target))
-        # Excluded by the settings, as the CLI would skip it: linted with no rule.
-        return Lint(program, rules if rules is not None else [], project.settings.rule_options)
+        path = _path(target)
+        if path is not None and project.excludes(path):
+            return None
+        return Lint(program, project.settings)
 
     def lint(self, target: str) -> asyncio.Future[None]:
         """Lint the target's current text in the worker (unless that is done or under way), then
@@ -176,6 +179,12 @@ class TorchlintServer(LanguageServer):
             if pending is not None and pending.request.program.cells == program.cells and not pending.done.done():
                 return pending.done
             request = self.lint_request(target, program)
+            if request is None:  # nothing to report, as nothing is linted
+                self.pending.pop(target, None)
+                settings = self.project_of(target).settings
+                self.linted[target] = linted = Linted(Analysis(program), settings, str(next(self.results)))
+                self.show(target, linted)
+                return _done()
             done = asyncio.ensure_future(self._receive(target, self.linter.lint(target, request)))
             self.pending[target] = Pending(request, done)
             return done
@@ -198,7 +207,7 @@ class TorchlintServer(LanguageServer):
             return  # two waiters received the same (newest) lint
         if analysis.crash is not None:
             self.log_error(f"torchlint failed on {target}:\n{analysis.crash}")
-        self.linted[target] = linted = Linted(analysis, request.rules, request.options, str(next(self.results)))
+        self.linted[target] = linted = Linted(analysis, request.settings, str(next(self.results)))
         self.show(target, linted)
 
     def show(self, target: str, linted: Linted) -> None:
@@ -207,7 +216,16 @@ class TorchlintServer(LanguageServer):
             self.publish(target, linted)
 
     def schedule(self, target: str, delay: float = DEBOUNCE_SECONDS) -> None:
-        """Lint after ``delay`` seconds without further changes (typing should not lint every key)."""
+        """Lint a changed target: at once if it had not changed for ``delay`` seconds
+        (typed keys usually come further apart), else once ``delay`` seconds pass
+        without a change (a burst of changes is linted once).  A lint of an older text
+        that is running meanwhile is not published (see ``_receive``)."""
+        now = asyncio.get_running_loop().time()
+        previous = self.last_change.get(target)
+        self.last_change[target] = now
+        if target not in self.timers and (previous is None or now - previous >= delay):
+            self.lint(target)
+            return
         self.cancel(target)
         self.timers[target] = asyncio.ensure_future(self._after(delay, target))
 
@@ -258,7 +276,7 @@ class TorchlintServer(LanguageServer):
         target = self.target_of(uri) if isinstance(uri, str) else None
         if target is None:
             return None
-        request = Lint(analysis.program, linted.rules, linted.options)
+        request = Lint(analysis.program, linted.settings)
         edits = await self.linter.edits(target, request, data)
         return linted.texts(self.units).workspace_edit(edits) if edits else None
 
@@ -276,6 +294,7 @@ class TorchlintServer(LanguageServer):
 
     def clear(self, target: str) -> None:
         self.cancel(target)
+        self.last_change.pop(target, None)
         self.linted.pop(target, None)
         self.pending.pop(target, None)
         self.linter.forget(target)
@@ -312,6 +331,12 @@ def _client_refreshes_diagnostics(ls: TorchlintServer) -> bool:
 def _path(uri: str) -> Path | None:
     path = to_fs_path(uri) if uri.startswith("file:") else None
     return Path(path) if path else None
+
+
+def _path_of(target: str) -> str:
+    """The path the settings see for a target (per-file-ignores): its file, or its uri if unsaved."""
+    path = _path(target)
+    return str(path) if path is not None else target
 
 
 def _is_config(uri: str) -> bool:
