@@ -235,9 +235,19 @@ class ValueFlow:
 
     def follow(self, key: str, max_names: int = 20) -> list[Use] | None:
         """Every use the value of ``key`` reaches (None: it spreads to more than ``max_names`` names)."""
-        todo: list[tuple[str, int, bool, bool]] = [(key, -1, False, False)]  # (name, after, needs tensor, unknown)
+        return self._follow_names([(key, -1, False, False)], [], max_names)
+
+    def follow_value(self, node: cst.BaseExpression, max_names: int = 20) -> list[Use] | None:
+        """Every use the value of the expression ``node`` (in the region) reaches, through the
+        names it is bound to (None: it spreads to more than ``max_names`` names)."""
+        todo: list[tuple[str, int, bool, bool]] = []
+        first = self._walk(node, False, False, todo)
+        return self._follow_names(todo, [] if todo else [first], max_names)
+
+    def _follow_names(self, todo: list[tuple[str, int, bool, bool]], uses: list[Use],
+                      max_names: int) -> list[Use] | None:
+        """``todo``: (name, followed after this order, needs tensor, through an unknown call)."""
         seen: set[str] = set()
-        uses: list[Use] = []
         while todo:
             name, after, needs, unknown = todo.pop()
             if name in seen:

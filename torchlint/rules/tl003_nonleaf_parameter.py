@@ -65,10 +65,14 @@ class NonleafParameter(Rule):
                 self._check_creation(sub_target.value, element.value)
             return
         key = dotted_name(target)
+        created = self.ctx.value_of(value)
+        if isinstance(value, (cst.ListComp, cst.GeneratorExp)) and created.element is not None:
+            # `[torch.ones(2, requires_grad=True).to(dev) for _ in ...]`: each element is created so.
+            value, created = value.elt, created.element
         creation = self._leaf_creation_under(value)
         if key is None or creation is None:
             return
-        if self.ctx.value_of(value).kind is Kind.LEAF:
+        if created.kind is Kind.LEAF:
             return  # e.g. `.cpu()` / `.float()` on a CPU float32 tensor returns the leaf itself
         finding = (value, self.ctx.statement, self._creation_fix(value, creation))
         if self.ctx.qualify(creation.func) == PARAMETER:
