@@ -117,3 +117,16 @@ def test_follow_value_starts_at_an_expression_and_follows_its_names() -> None:
     _, analyzer = _module("import numpy as np\nnp.sum(zs).backward()\n")
     inline = analyzer.module.body[1].body[0].value.func.value  # type: ignore[attr-defined]
     assert [use.sink for use in ValueFlow(analyzer, analyzer.module).follow_value(inline) or []] == [Sink.BACKWARD]
+
+
+def test_follow_value_stops_at_arithmetic_with_a_rejected_operand() -> None:
+    module, analyzer = _module("""\
+        import numpy as np
+        loss = criterion(out) + np.sum(xs)
+        loss.backward()
+        """)
+    reduction = module.body[1].body[0].value.right  # type: ignore[attr-defined]
+    flow = ValueFlow(analyzer, module)
+    assert Sink.BACKWARD in {use.sink for use in flow.follow_value(reduction) or []}
+    rejected = flow.follow_value(reduction, combines=lambda operand: False)
+    assert [use.sink for use in rejected or []] == [Sink.DROPPED]

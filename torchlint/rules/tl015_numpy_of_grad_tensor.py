@@ -89,8 +89,27 @@ class NumpyOfGradTensor(Rule):
             return False
         function = self.ctx.function
         region = function.node if function is not None else self.ctx.module
-        uses = self.ctx.value_flow(region).follow_value(node)
+        uses = self.ctx.value_flow(region).follow_value(node, combines=self._graph_free_operand)
         return uses is not None and any(use.sink is Sink.BACKWARD for use in uses)
+
+    def _graph_free_operand(self, operand: cst.BaseExpression) -> bool:
+        """An operand that cannot be what gives the sum its graph: a number, or a name bound only
+        to such reductions (``loss = loss_char + 0.05 * loss_edge``).  With a tensor operand
+        (``mse + np.sum(penalties)``) the reduction may be of numbers and backward works."""
+        if self.ctx.value_of(operand).kind is Kind.NUMBER:
+            return True
+        if isinstance(operand, cst.BinaryOperation):
+            return self._graph_free_operand(operand.left) and self._graph_free_operand(operand.right)
+        if isinstance(operand, cst.UnaryOperation):
+            return self._graph_free_operand(operand.expression)
+        if not isinstance(operand, cst.Name):
+            return False
+        sites = self.ctx.scope_bindings().of(operand.value).sites
+        return bool(sites) and all(
+            isinstance(site, cst.Assign) and isinstance(site.value, cst.Call)
+            and self.ctx.qualify(site.value.func) in api.NUMPY_LIST_CONVERSIONS
+            for site in sites
+        )
 
     def _report_backpropagated_reduction(self, node: cst.Call, qualified: str) -> None:
         function = qualified.rsplit(".", 1)[-1]
