@@ -265,3 +265,53 @@ def test_a_leaf_moved_to_a_device_is_the_leaf_itself_on_the_cpu() -> None:
     """
     assert kinds(source) == [Kind.NONLEAF] * 3
     assert [("leaf-on-cpu" in t) for t in tags(source)] == [True, False, False]
+
+
+def _element_kinds(source: str) -> list[Kind | None]:
+    """What each ``reveal(xs)`` collection holds, per element."""
+    module = cst.parse_module(textwrap.dedent(source))
+    analyzer = Analyzer(module, module.code)
+    seen: list[Kind | None] = []
+
+    class Probe(Rule):
+        code, name, summary = "TL999", "probe", "probe"
+
+        def visit_Call(self, node: cst.Call) -> None:
+            if isinstance(node.func, cst.Name) and node.func.value == "reveal":
+                value = self.ctx.value_of(node.args[0].value)
+                seen.append(value.element.kind if value.element is not None else None)
+
+    analyzer.attach([Probe(analyzer, [], RuleOptions())])
+    analyzer.run()
+    return seen
+
+
+def test_comprehensions_hold_what_their_element_gives_with_the_targets_bound() -> None:
+    source = """\
+        import torch
+        w = torch.randn(3, requires_grad=True)
+        ws = [w, w]
+        p = 1.0
+        reveal([torch.ones(2, requires_grad=True) for _ in range(3)])
+        reveal([p * 2 for p in ws])
+        reveal(p * 2 for p in ws)
+        reveal([p.item() for p in ws])
+        reveal(p)
+        """
+    assert _element_kinds(source) == [Kind.LEAF, Kind.NONLEAF, Kind.NONLEAF, Kind.NUMBER, None]
+    # the comprehension's `p` does not leak: the module's `p` is still the number
+    assert kinds(source)[-1] is Kind.NUMBER
+
+
+@pytest.mark.parametrize(
+    "expr, kind",
+    [
+        ("p.data.clone().requires_grad_()", Kind.LEAF),
+        ("p.detach().requires_grad_()", Kind.LEAF),
+        ("p.detach().clone().requires_grad_()", Kind.LEAF),
+        ("p.clone().requires_grad_()", Kind.UNKNOWN),  # a clone of a non-leaf stays a non-leaf
+        ("p.data.float().requires_grad_()", Kind.UNKNOWN),  # not a copy the model knows
+    ],
+)
+def test_requires_grad_on_a_graph_free_copy_of_an_unknown_tensor_is_a_leaf(expr: str, kind: Kind) -> None:
+    assert kinds(f"import torch\np = make()\nreveal({expr})\n") == [kind]

@@ -98,3 +98,35 @@ def test_too_many_names_is_none() -> None:
     module, analyzer = _module("acc = []\n" + chain)
     assert ValueFlow(analyzer, module).follow("acc", max_names=20) is None
     assert Sink.BACKWARD.value == "backward"
+
+
+def test_follow_value_starts_at_an_expression_and_follows_its_names() -> None:
+    module, analyzer = _module("""\
+        import numpy as np
+        part = np.sum(xs)
+        loss = part + 1
+        loss.backward()
+        shown = np.sum(ys)
+        print(shown)
+        """)
+    first, second = (statement.body[0].value for statement in module.body[1:5:3])  # type: ignore[attr-defined]
+    flow = ValueFlow(analyzer, module)
+    assert Sink.BACKWARD in {use.sink for use in flow.follow_value(first) or []}
+    assert Sink.BACKWARD not in {use.sink for use in flow.follow_value(second) or []}
+    # an expression used in place: `np.sum(zs).backward()`
+    _, analyzer = _module("import numpy as np\nnp.sum(zs).backward()\n")
+    inline = analyzer.module.body[1].body[0].value.func.value  # type: ignore[attr-defined]
+    assert [use.sink for use in ValueFlow(analyzer, analyzer.module).follow_value(inline) or []] == [Sink.BACKWARD]
+
+
+def test_follow_value_stops_at_arithmetic_with_a_rejected_operand() -> None:
+    module, analyzer = _module("""\
+        import numpy as np
+        loss = criterion(out) + np.sum(xs)
+        loss.backward()
+        """)
+    reduction = module.body[1].body[0].value.right  # type: ignore[attr-defined]
+    flow = ValueFlow(analyzer, module)
+    assert Sink.BACKWARD in {use.sink for use in flow.follow_value(reduction) or []}
+    rejected = flow.follow_value(reduction, combines=lambda operand: False)
+    assert [use.sink for use in rejected or []] == [Sink.DROPPED]

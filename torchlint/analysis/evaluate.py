@@ -136,6 +136,22 @@ class Evaluation(ValueFacts):
 
     _value_Tuple = _value_List
 
+    def _value_ListComp(self, node: cst.ListComp | cst.SetComp | cst.GeneratorExp) -> Value:
+        """``[f(x) for x in xs]``: a collection of what the element gives with the loop targets
+        bound as a loop over the iterables binds them (the bindings are undone afterwards)."""
+        saved = dict(self.scope.values)
+        try:
+            comp: cst.CompFor | None = node.for_in
+            while comp is not None:
+                self._bind_loop_target(comp.target, comp.iter)  # type: ignore[attr-defined]
+                comp = comp.inner_for_in
+            element = self.value_of(node.elt)
+        finally:
+            self.scope.values = saved
+        return Value(Kind.COLLECTION, node, element=element)
+
+    _value_SetComp = _value_GeneratorExp = _value_ListComp
+
     def _value_Call(self, node: cst.Call) -> Value:
         func = node.func
         qualified = self.qualify(func)
@@ -247,6 +263,10 @@ class Evaluation(ValueFacts):
         known = self._method_call_fact(node, method, receiver)
         if known is not None:
             return known
+        if method == "requires_grad_" and receiver.kind is Kind.UNKNOWN and _cuts_graph(func.value):
+            # `p.data.clone().requires_grad_()`: only a tensor has `requires_grad_`, and one read
+            # through `.data` / `.detach()` has no graph, so the result is a new leaf.
+            receiver = Value(Kind.PLAIN, func.value, tags=frozenset({"detached"}))
         if not receiver.is_tensor:
             return UNKNOWN
         if method == "detach":
@@ -325,6 +345,18 @@ class Evaluation(ValueFacts):
 
 # What an op on a value that a backward() went through gives (see ``Bindings._note_backpropagated``).
 _FROM_BACKPROPAGATED = UNKNOWN.tagged(BACKPROPAGATED)
+
+def _cuts_graph(node: cst.BaseExpression) -> bool:
+    """``x.data`` / ``x.detach()``, possibly copied (``.clone()``): a tensor without a graph."""
+    while type(node) is cst.Call and type(node.func) is cst.Attribute and not node.args:
+        method = node.func.attr.value
+        if method in api.DETACHING_METHODS:
+            return True
+        if method not in api.GRAPH_KEEPING_COPY_METHODS:
+            return False
+        node = node.func.value
+    return type(node) is cst.Attribute and node.attr.value in api.DETACHING_ATTRIBUTES
+
 
 # ``Evaluation._value_<Type>`` by node type, for ``value_of`` (called for most expressions).
 _VALUE_RULES: dict[type, Callable[[Evaluation, cst.BaseExpression], Value]] = {

@@ -187,6 +187,8 @@ CALLED_WITHOUT_GRAD_BY_FRAMEWORK = frozenset({"validation_step", "test_step", "p
 # Attribute reads and methods that cut the graph (the result is a tensor without history).
 DETACHING_ATTRIBUTES = frozenset({"data"})
 DETACHING_METHODS = frozenset({"detach"})
+# Methods that copy a tensor within its graph: a copy of a detached tensor has no graph either.
+GRAPH_KEEPING_COPY_METHODS = frozenset({"clone", "contiguous"})
 # Methods converting to numpy: M6 on a tensor that requires grad.
 NUMPY_METHODS = frozenset({"numpy"})
 # List methods that only add to / clear the receiver, and list/dict methods that read it

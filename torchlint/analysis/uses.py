@@ -21,6 +21,7 @@ What calls do with their arguments (numpy, plotting, logging, builtins) is data 
 from __future__ import annotations
 
 import enum
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -223,6 +224,7 @@ class ValueFlow:
     def __init__(self, ctx: Analyzer, region: cst.CSTNode) -> None:
         self.ctx = ctx
         self.region = region
+        self._combines: Callable[[cst.BaseExpression], bool] | None = None  # see follow_value
         self._parents: dict[int, cst.CSTNode] = {}
         self._order: dict[int, int] = {}
         stack = [region]
@@ -235,9 +237,26 @@ class ValueFlow:
 
     def follow(self, key: str, max_names: int = 20) -> list[Use] | None:
         """Every use the value of ``key`` reaches (None: it spreads to more than ``max_names`` names)."""
-        todo: list[tuple[str, int, bool, bool]] = [(key, -1, False, False)]  # (name, after, needs tensor, unknown)
+        return self._follow_names([(key, -1, False, False)], [], max_names)
+
+    def follow_value(self, node: cst.BaseExpression, max_names: int = 20,
+                     combines: Callable[[cst.BaseExpression], bool] | None = None) -> list[Use] | None:
+        """Every use the value of the expression ``node`` (in the region) reaches, through the
+        names it is bound to (None: it spreads to more than ``max_names`` names).  With
+        ``combines``, arithmetic with an operand it rejects ends the walk there (``DROPPED``):
+        the value is followed only as long as it decides what the result is."""
+        self._combines = combines
+        try:
+            todo: list[tuple[str, int, bool, bool]] = []
+            first = self._walk(node, False, False, todo)
+            return self._follow_names(todo, [] if todo else [first], max_names)
+        finally:
+            self._combines = None
+
+    def _follow_names(self, todo: list[tuple[str, int, bool, bool]], uses: list[Use],
+                      max_names: int) -> list[Use] | None:
+        """``todo``: (name, followed after this order, needs tensor, through an unknown call)."""
         seen: set[str] = set()
-        uses: list[Use] = []
         while todo:
             name, after, needs, unknown = todo.pop()
             if name in seen:
@@ -291,6 +310,9 @@ class ValueFlow:
         if kind is cst.BinaryOperation:
             if type(parent.operator) is cst.Modulo and isinstance(parent.left, (cst.SimpleString, cst.ConcatenatedString)):
                 return _Step(Sink.NUMBER)  # "%s" % total
+            other = parent.right if parent.left is child else parent.left
+            if self._combines is not None and not self._combines(other):
+                return _Step(Sink.DROPPED)
             return _Step(up=parent)
         if kind in (cst.UnaryOperation, cst.BooleanOperation, cst.Element, cst.StarredElement, cst.DictElement,
                     cst.StarredDictElement, cst.List, cst.Tuple, cst.Set, cst.Dict):

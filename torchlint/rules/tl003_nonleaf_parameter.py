@@ -65,10 +65,15 @@ class NonleafParameter(Rule):
                 self._check_creation(sub_target.value, element.value)
             return
         key = dotted_name(target)
+        created = self.ctx.value_of(value)
+        comprehension = _comprehension_of(value)
+        if comprehension is not None and created.element is not None:
+            # `[torch.ones(2, requires_grad=True).to(dev) for _ in ...]`: each element is created so.
+            value, created = comprehension.elt, created.element
         creation = self._leaf_creation_under(value)
         if key is None or creation is None:
             return
-        if self.ctx.value_of(value).kind is Kind.LEAF:
+        if created.kind is Kind.LEAF:
             return  # e.g. `.cpu()` / `.float()` on a CPU float32 tensor returns the leaf itself
         finding = (value, self.ctx.statement, self._creation_fix(value, creation))
         if self.ctx.qualify(creation.func) == PARAMETER:
@@ -266,6 +271,14 @@ class NonleafParameter(Rule):
                 None,
                 statement=statement,
             )
+
+
+def _comprehension_of(value: cst.BaseExpression) -> cst.ListComp | cst.GeneratorExp | None:
+    """``[e for ...]``, or ``list(e for ...)`` / ``tuple(e for ...)``: the comprehension making its elements."""
+    if isinstance(value, cst.Call) and isinstance(value.func, cst.Name) and value.func.value in ("list", "tuple"):
+        if len(value.args) == 1 and value.args[0].keyword is None:
+            value = value.args[0].value
+    return value if isinstance(value, (cst.ListComp, cst.GeneratorExp)) else None
 
 
 def _repeats_inner_moves(value: cst.BaseExpression, creation: cst.Call) -> bool:

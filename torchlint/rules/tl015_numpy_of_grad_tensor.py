@@ -5,8 +5,9 @@ from __future__ import annotations
 import libcst as cst
 
 from torchlint import fixes
-from torchlint.analysis import Value
+from torchlint.analysis import Kind, Value
 from torchlint.analysis import torch_api as api
+from torchlint.analysis.uses import Sink
 from torchlint.analysis.values import ASSUMED_TAGS
 from torchlint.rule import Fix, FixSafety, Rule
 
@@ -53,6 +54,9 @@ class NumpyOfGradTensor(Rule):
             if arg.keyword is not None or arg.star:
                 continue
             value = self.ctx.value_of(arg.value)
+            if lists_only and value.kind is Kind.COLLECTION and self._result_backpropagated(node, value):
+                self._report_backpropagated_reduction(node, qualified)
+                return
             if not value.carries_grad or _assumed(value) or (lists_only and value.is_tensor):
                 continue
             condition = self.ctx.requires_grad_when_run(value)
@@ -75,6 +79,47 @@ class NumpyOfGradTensor(Rule):
                 when=condition,
             )
             return
+
+    def _result_backpropagated(self, node: cst.Call, collection: Value) -> bool:
+        """``loss = np.sum([criterion(out[j], y) for j in ...]); loss.backward()``: the result
+        only has a ``backward`` if the elements are tensors that require grad, and then numpy
+        has already converted each with ``.numpy()`` (M6); with numbers, backward fails too."""
+        element = collection.element
+        if element is None or element.kind is not Kind.UNKNOWN or self.ctx.grad_mode.statically_disabled:
+            return False
+        function = self.ctx.function
+        region = function.node if function is not None else self.ctx.module
+        uses = self.ctx.value_flow(region).follow_value(node, combines=self._graph_free_operand)
+        return uses is not None and any(use.sink is Sink.BACKWARD for use in uses)
+
+    def _graph_free_operand(self, operand: cst.BaseExpression) -> bool:
+        """An operand that cannot be what gives the sum its graph: a number, or a name bound only
+        to such reductions (``loss = loss_char + 0.05 * loss_edge``).  With a tensor operand
+        (``mse + np.sum(penalties)``) the reduction may be of numbers and backward works."""
+        if self.ctx.value_of(operand).kind is Kind.NUMBER:
+            return True
+        if isinstance(operand, cst.BinaryOperation):
+            return self._graph_free_operand(operand.left) and self._graph_free_operand(operand.right)
+        if isinstance(operand, cst.UnaryOperation):
+            return self._graph_free_operand(operand.expression)
+        if not isinstance(operand, cst.Name):
+            return False
+        sites = self.ctx.scope_bindings().of(operand.value).sites
+        return bool(sites) and all(
+            isinstance(site, cst.Assign) and isinstance(site.value, cst.Call)
+            and self.ctx.qualify(site.value.func) in api.NUMPY_LIST_CONVERSIONS
+            for site in sites
+        )
+
+    def _report_backpropagated_reduction(self, node: cst.Call, qualified: str) -> None:
+        function = qualified.rsplit(".", 1)[-1]
+        spelled = fixes.source_of(node.func)
+        self.report(
+            node,
+            f"the result of `{spelled}(...)` is backpropagated, so its list holds tensors that require grad: "
+            f"`{spelled}` converts each with `.numpy()`, which raises '{_M6}'; "
+            f"reduce with `torch.stack(...).{function}(0)` (or `sum(...)`), which keeps the graph",
+        )
 
 
 def _requires_grad(value: Value) -> bool:
