@@ -173,6 +173,15 @@ def _node_types_under() -> dict[type, frozenset[type[cst.CSTNode]]]:
 _NODE_TYPES_UNDER = _node_types_under()
 
 
+def subtree(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
+    """``node`` and every node under it."""
+    stack = [node]
+    while stack:
+        current = stack.pop()
+        yield current
+        stack.extend(children(current))
+
+
 def node_types_under(*bases: type) -> frozenset[type[cst.CSTNode]]:
     """The node classes that are one of ``bases`` or derive from one: ``type(node) in
     node_types_under(A, B)`` is ``isinstance(node, (A, B))``, several times faster on

@@ -8,6 +8,8 @@ from torchlint import fixes
 from torchlint.analysis import Kind, dotted_name
 from torchlint.analysis import torch_api as api
 from torchlint.analysis.names import assigned_pairs, names_in
+from torchlint.analysis.uses import Sink
+from torchlint.analysis.walk import subtree
 from torchlint.rule import Fix, FixSafety, FixStyle, Rule
 
 
@@ -102,12 +104,25 @@ class RebindUpdate(Rule):
             if all(self._leaf_again(key, loop if at_loop_end else None) for key in keys):
                 outcome["releafed"] = True
                 return
-            at_boundary = at_loop_end or (function is not None and function.node.body is block)
-            if not at_boundary:
+            at_function_end = function is not None and function.node.body is block
+            if at_function_end and not at_loop_end and self._only_used_detached(node, function.node):
+                outcome["releafed"] = True  # one FGSM step: the author goes on with `x.detach()`
+                return
+            if not (at_loop_end or at_function_end):
                 self.ctx.at_block_end(check)
 
         self.ctx.at_block_end(check)
         self.report(node, message, fix, when=lambda: not outcome["releafed"])
+
+    def _only_used_detached(self, node: cst.Assign, function: cst.FunctionDef) -> bool:
+        """Every later use of the rebound value cuts its graph (``x.detach()``, ``.item()``):
+        nothing reads it as a leaf again, so it being a non-leaf harms nothing."""
+        uses = self.ctx.value_flow(function).follow_value(node.value)
+        if not uses:
+            return False
+        here = {id(n) for n in subtree(node)}  # the rebinding itself
+        later = [use for use in uses if id(use.node) not in here]
+        return bool(later) and all(use.sink in (Sink.DETACHED, Sink.NUMBER) for use in later)
 
     def _leaf_again(self, key: str, loop_ending: cst.For | cst.While | None) -> bool:
         """A leaf again; or detached on purpose (``x = clamp(x).detach()``: the author cut
