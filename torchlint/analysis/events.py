@@ -111,10 +111,11 @@ def _literal_bool_arg(call: cst.Call, keyword: str) -> bool | None:
 
 
 def _retains_graph(call: cst.Call) -> bool | None:
-    """``retain_graph=`` when given; otherwise torch keeps the graph iff ``create_graph=True``."""
+    """``retain_graph=`` (or its old spelling) when given; otherwise torch keeps the graph iff
+    ``create_graph=True``."""
     for arg in call.args:
-        if arg.keyword is not None and arg.keyword.value == "retain_graph":
-            return _literal_bool_arg(call, "retain_graph")
+        if arg.keyword is not None and arg.keyword.value in api.RETAIN_GRAPH_KEYWORDS:
+            return _literal_bool_arg(call, arg.keyword.value)
     return _literal_bool_arg(call, "create_graph")
 
 
@@ -313,6 +314,10 @@ class EventLog:
         """Gradient writes other than backward in ``flow``'s body."""
         return [node for node in self.writes if flow.contains(node)]
 
+    def hidden_calls_in(self, flow: Flow) -> list[cst.Call]:
+        """Calls in ``flow``'s body that are not events but may run one out of sight."""
+        return [call for call, _ in self._hidden if flow.contains(call)]
+
     def backward_calls_in(self, flow: Flow) -> list[cst.Call]:
         """Calls in ``flow``'s body that are, or may run, a ``backward()`` (after the file is analysed)."""
         found = [call for call in self.backwards if flow.contains(call)]
@@ -346,7 +351,7 @@ def frees_graph(event: AutogradEvent) -> bool:
             return False
         if arg.keyword is None:
             positional += arg.value is not event.subject
-        elif arg.keyword.value in ("retain_graph", "create_graph"):
+        elif arg.keyword.value in api.RETAIN_GRAPH_KEYWORDS or arg.keyword.value == "create_graph":
             value = arg.value
             if not (type(value) is cst.Name and value.value in ("False", "None")):
                 return False

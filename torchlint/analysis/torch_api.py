@@ -129,6 +129,9 @@ DELEGATED_BACKWARD_METHODS = frozenset({"manual_backward"})
 BACKWARD_DELEGATE_NAMES = frozenset({"accelerator", "fabric", "engine", "model_engine", "deepspeed_engine"})
 # ``scaler.scale(loss).backward()``: the loss is the argument of ``scale``.
 LOSS_SCALING_METHODS = frozenset({"scale"})
+# ``backward(retain_graph=True)``; ``retain_variables`` is its spelling before torch 0.4
+# (2017 tutorials: ``D_loss.backward(retain_variables=True)``), which kept the graph the same way.
+RETAIN_GRAPH_KEYWORDS = ("retain_graph", "retain_variables")
 ZERO_GRAD_METHODS = frozenset({"zero_grad"})
 ZERO_GRAD_FUNCTIONS = frozenset({"torch._foreach_zero_"})
 # In-place methods that zero a gradient tensor (``p.grad.zero_()``, ``p.grad.data.fill_(0)``).

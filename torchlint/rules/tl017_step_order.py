@@ -21,9 +21,10 @@ import libcst as cst
 
 from torchlint import fixes
 from torchlint.analysis import Kind, dotted_name
-from torchlint.analysis.events import EventKind, EventLog
+from torchlint.analysis.events import EventKind, EventLog, is_optimizer
 from torchlint.analysis.flow import Flow
 from torchlint.analysis.names import names_in
+from torchlint.analysis.walk import scan
 from torchlint.rule import Rule
 
 
@@ -42,6 +43,9 @@ class _Zeroing:
     key: str | None  # what is zeroed: an optimizer or a module, as written
     # ids of the loops and the function around it: which bodies it can be in.
     within: frozenset[int] = frozenset()
+    body: cst.CSTNode | None = None  # the innermost repeated body around it
+    statement: cst.CSTNode | None = None
+    of_optimizer: bool = False
 
 
 class StepOrder(Rule):
@@ -72,7 +76,8 @@ class StepOrder(Rule):
         if event.kind is EventKind.ZERO_GRAD and event.subject is not None:
             function = self.ctx.function
             around = [*self.ctx.loops, *([function.node] if function is not None else [])]
-            self._zeroings.append(_Zeroing(node, fixes.source_of(event.subject), frozenset(map(id, around))))
+            self._zeroings.append(_Zeroing(node, fixes.source_of(event.subject), frozenset(map(id, around)), body,
+                                           self.ctx.statement, is_optimizer(self.ctx, event.subject)))
         elif event.kind is EventKind.STEP and event.subject is not None and not self._has_closure(node, event.subject):
             subject = event.subject
             self._steps.append(_Step(node, body, fixes.source_of(subject), self._covered_modules(subject),
@@ -95,6 +100,40 @@ class StepOrder(Rule):
     def finish(self) -> None:
         for step in self._steps:
             self._judge(step)
+        for zeroing in self._zeroings:
+            self._judge_discarded(zeroing)
+
+    def _judge_discarded(self, second: _Zeroing) -> None:
+        """``opt.zero_grad(); loss.backward(); opt.zero_grad()`` with no step of ``opt`` in the pass:
+        the zeroing stands where the step belongs, and the gradients of the backward are reset
+        before anything uses them (nothing between reads or writes a gradient, steps, or may
+        hide one of those in a call)."""
+        body = second.body
+        if body is None or second.key is None or not second.of_optimizer or any(
+            step.key == second.key and step.body is body for step in self._steps
+        ):
+            return
+        firsts = [z for z in self._zeroings if z is not second and z.key == second.key and z.body is body]
+        if not firsts:
+            return
+        flow = self.ctx.flow(body)
+        backwards = [b for b in self._log.backwards if flow.dominates(b, second.call)]
+        if not backwards:
+            return
+        last = max(backwards, key=lambda b: flow.place(b).order)  # type: ignore[union-attr]
+        if not any(flow.dominates(first.call, last) for first in firsts):
+            return
+        between = [*self._log.hidden_calls_in(flow), *self._log.gradient_writes_in(flow), *_gradient_reads(body),
+                   *(step.call for step in self._steps)]  # (another optimizer's step may own those parameters)
+        if any(flow.between(node, last, second.call) for node in between):
+            return
+        self.report(
+            second.call,
+            f"`{fixes.source_of(second.call)}` right after `{fixes.source_of(last)}`, and `{second.key}` never "
+            "steps in between: the gradients are reset before any step uses them, so the weights never move; "
+            f"call `{second.key}.step()` here instead",
+            statement=second.statement,
+        )
 
     def _judge(self, step: _Step) -> None:
         if not any(id(step.body) in z.within for z in self._zeroings):
@@ -177,3 +216,16 @@ def _deeper_loop(flow: Flow, node: cst.CSTNode, depth: int) -> bool:
     """``node`` sits in a loop nested below the first ``depth`` frames of the body."""
     place = flow.place(node)
     return place is not None and any(frame.loop for frame in place.frames[depth:])
+
+
+def _gradient_reads(body: cst.CSTNode) -> list[cst.CSTNode]:
+    """Every ``x.grad`` in ``body`` (asked only where a discarded backward is suspected)."""
+    found: list[cst.CSTNode] = []
+
+    class Finder(cst.CSTVisitor):
+        def visit_Attribute(self, node: cst.Attribute) -> None:
+            if node.attr.value == "grad":
+                found.append(node)
+
+    scan(body, Finder())
+    return found
