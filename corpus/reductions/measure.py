@@ -466,6 +466,34 @@ def tl009_history() -> str:
 
 
 @reduction
+def tl009_backpropagated_history() -> str:
+    """``running_loss += loss`` after each ``loss.backward()``, reset on a print cycle: backward()
+    freed every step's saved activations, but the running loss still links every step's graph
+    nodes until the reset (the PyTorch FAQ's "accumulating history across your training loop")."""
+    import weakref
+
+    x, y = _data()
+    model = nn.Linear(3, 1)
+    opt = torch.optim.SGD(model.parameters(), lr=0.05)
+    running_loss, activations = 0.0, []
+    for _ in range(50):
+        opt.zero_grad()
+        hidden = torch.tanh(model(x))
+        activations.append(weakref.ref(hidden))
+        loss = ((hidden[:, 0] - y) ** 2).mean()
+        loss.backward()
+        opt.step()
+        running_loss += loss
+        del hidden
+    depth, node = 0, running_loss.grad_fn
+    while node is not None and node.next_functions:
+        depth, node = depth + 1, node.next_functions[0][0]
+    alive = sum(ref() is not None for ref in activations)
+    return (f"after 50 steps: running_loss.grad_fn chain {depth} nodes deep, saved activations alive: {alive}; "
+            f"np.array([running_loss]) -> {_outcome(lambda: np.array([running_loss]))[:60]}")
+
+
+@reduction
 def tl009_item_ok() -> str:
     x, y = _data()
     model = nn.Linear(3, 1)

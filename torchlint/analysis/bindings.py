@@ -8,8 +8,13 @@ from __future__ import annotations
 
 import libcst as cst
 
+from torchlint.analysis import torch_api as api
+from torchlint.analysis.events import EventKind
 from torchlint.analysis.names import dotted_expression, dotted_name, literal_bool
-from torchlint.analysis.values import NUMBER, UNKNOWN, Kind, Value
+from torchlint.analysis.values import BACKPROPAGATED, NUMBER, UNKNOWN, Kind, Value
+
+# Method names of the backward spellings (``loss.backward()``, ``self.manual_backward(loss)``).
+_BACKWARD_SPELLINGS = frozenset({"backward", *api.DELEGATED_BACKWARD_METHODS})
 
 
 class Bindings:
@@ -120,6 +125,8 @@ class Bindings:
         if not isinstance(func, cst.Attribute):
             return
         method = func.attr.value
+        if method in _BACKWARD_SPELLINGS:
+            self._note_backpropagated(node)
         flag = (literal_bool(node.args[0].value) if node.args else True) if method == "requires_grad_" else None
         if method == "requires_grad_":
             self._note_requires_grad_flag(func.value, flag)
@@ -134,6 +141,21 @@ class Bindings:
             self.scope.bind(key, Value(Kind.PLAIN, node, tags=frozenset({"detached"})))
         elif method == "retain_grad" and current.is_tensor:
             self.scope.bind(key, current.tagged("retains-grad"))
+
+    def _note_backpropagated(self, node: cst.Call) -> None:
+        """``loss.backward()`` only works on a tensor with a graph: a name of unknown value that was
+        backpropagated (a loss returned by a helper, computed by a model the file does not build)
+        carries a graph from here on.  It stays UNKNOWN, tagged "backpropagated" (the object may
+        also be another framework's, micrograd-like): rules that judge graphs ask for the tag."""
+        event = self.autograd_event(node)
+        if event is None or event.kind is not EventKind.BACKWARD or event.subject is None:
+            return
+        key = dotted_name(event.subject)
+        if key is None:
+            return
+        current = self.value_of_key(key)
+        if current.kind is Kind.UNKNOWN and current.cls is None and BACKPROPAGATED not in current.tags:
+            self.scope.bind(key, current.tagged(BACKPROPAGATED))
 
     def _bind_loop_target(self, target: cst.BaseExpression, iterable: cst.BaseExpression) -> None:
         self._bind_target(target, self._element_of(iterable, target), None)

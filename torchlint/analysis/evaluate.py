@@ -16,7 +16,7 @@ from torchlint.analysis import summaries
 from torchlint.analysis import torch_api as api
 from torchlint.analysis.facts import ValueFacts
 from torchlint.analysis.names import dotted_name, keyword_arg, literal_bool, positional_args, through_grad
-from torchlint.analysis.values import ASSUMED_TAGS, NUMBER, UNKNOWN, Kind, Value, join
+from torchlint.analysis.values import ASSUMED_TAGS, BACKPROPAGATED, NUMBER, UNKNOWN, Kind, Value, join
 
 # Tags of a gradient (``p.grad``) and of a value computed from one (``lr * p.grad``).
 GRADIENT_TAGS = frozenset({"grad", "from-grad"})
@@ -306,8 +306,13 @@ class Evaluation(ValueFacts):
                 return NUMBER
             detached = any("detached" in value.tags for value in inputs)
             return Value(Kind.PLAIN, node, tags=frozenset({"detached"} if detached else ()))
+        if any(BACKPROPAGATED in value.tags for value in inputs) and not self.grad_mode.statically_disabled:
+            return _FROM_BACKPROPAGATED  # `lossD = lossD_real + lossD_fake`: it carries their graphs
         return UNKNOWN
 
+
+# What an op on a value that a backward() went through gives (see ``Bindings._note_backpropagated``).
+_FROM_BACKPROPAGATED = UNKNOWN.tagged(BACKPROPAGATED)
 
 # ``Evaluation._value_<Type>`` by node type, for ``value_of`` (called for most expressions).
 _VALUE_RULES: dict[type, Callable[[Evaluation, cst.BaseExpression], Value]] = {

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
-from torchlint.analysis.values import UNKNOWN, Kind, Value, join
+from torchlint.analysis.values import BACKPROPAGATED, UNKNOWN, Kind, Value, join
 from torchlint.analysis.walk import scan
 
 if TYPE_CHECKING:
@@ -55,7 +55,9 @@ def join_returns(values: list[Value]) -> Value:
     result = values[0]
     for value in values[1:]:
         result = join(result, value)
-    return result if result.kind is not Kind.UNKNOWN else UNKNOWN
+    if result.kind is Kind.UNKNOWN:  # (origins of the helper's body mean nothing to the caller)
+        return UNKNOWN.tagged(BACKPROPAGATED) if BACKPROPAGATED in result.tags else UNKNOWN
+    return result
 
 
 def _is_generator(info: FunctionInfo) -> bool:

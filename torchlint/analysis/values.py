@@ -34,6 +34,9 @@ TENSOR_KINDS = frozenset({Kind.LEAF, Kind.NONLEAF, Kind.PLAIN})
 # Tags of values that require grad only by assumption (see ``Value.tags``).
 ASSUMED_TAGS = frozenset({"assumed-leaf", "assumed"})
 GRAD_KINDS = frozenset({Kind.LEAF, Kind.NONLEAF})
+# Tag of an UNKNOWN value that a ``backward()`` went through (or computed from one): if it is a
+# torch tensor, it carries a graph.
+BACKPROPAGATED = "backpropagated"
 
 
 @dataclass(frozen=True, eq=False)

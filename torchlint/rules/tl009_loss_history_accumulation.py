@@ -25,6 +25,7 @@ from torchlint.analysis.events import EventKind
 from torchlint.analysis.names import names_in
 from torchlint.analysis import Kind, dotted_name, keyword_arg, positional_args
 from torchlint.analysis.torch_api import LEAF_SOURCE_TOKENS
+from torchlint.analysis.values import BACKPROPAGATED
 from torchlint.analysis.uses import Sink, Use, container_key, declares_global
 from torchlint.analysis.walk import scan
 from torchlint.rule import Fix, FixSafety, Rule
@@ -45,7 +46,8 @@ class _Candidate:
     statement: cst.CSTNode | None
     accumulator: str
     expr: cst.BaseExpression  # the accumulated loss
-    by_analysis: bool  # the analysis knows it is a non-leaf
+    by_analysis: bool  # the analysis knows it is a non-leaf (or a value a backward() went through)
+    backpropagated: bool  # a backward() went through it, or through what it is computed from
     evidence: set[tuple[str, int]]  # (name, binding) pairs it is built from
     scalar: bool
     region: cst.CSTNode
@@ -59,6 +61,7 @@ class _LoopState:
     # `gradient` argument (which only works on a scalar).
     backpropagated: set[tuple[str, int]] = field(default_factory=set)
     scalar_backpropagated: set[tuple[str, int]] = field(default_factory=set)
+    steps: list[cst.Call] = field(default_factory=list)  # optimizer steps in the loop body
 
 
 class LossHistoryAccumulation(Rule):
@@ -143,6 +146,11 @@ class LossHistoryAccumulation(Rule):
         if event is not None:
             if event.kind is EventKind.BACKWARD and event.subject is not None:
                 self._note_backward(node, event.subject)
+            elif event.kind is EventKind.STEP:
+                for loop in self.ctx.loops:
+                    state = self._loops.get(id(loop))
+                    if state is not None:
+                        state.steps.append(node)
             return
         func = node.func
         if isinstance(func, cst.Attribute) and func.attr.value == "append" and len(node.args) == 1:
@@ -178,14 +186,16 @@ class LossHistoryAccumulation(Rule):
         if value.kind not in (Kind.NONLEAF, Kind.UNKNOWN):
             return
         evidence = {self._binding(name) for name in _names_carried(expr)}
-        by_analysis = value.kind is Kind.NONLEAF
+        # A non-leaf, or a value a backward() went through (a helper's backpropagated loss).
+        backpropagated = BACKPROPAGATED in value.tags
+        by_analysis = value.kind is Kind.NONLEAF or backpropagated
         if not by_analysis and not evidence:
             return
         # A non-leaf in a function whose callers we may not see: only if some call runs it with grad.
-        when = mode.may_be_enabled if by_analysis and not mode.statically_enabled else None
+        when = mode.may_be_enabled if by_analysis and not backpropagated and not mode.statically_enabled else None
         self._loops[id(self.ctx.loops[-1])].candidates.append(
             _Candidate(
-                node, self.ctx.statement, accumulator, expr, by_analysis, evidence,
+                node, self.ctx.statement, accumulator, expr, by_analysis, backpropagated, evidence,
                 self._is_scalar(expr), self._region(accumulator), when,
             )
         )
@@ -212,9 +222,9 @@ class LossHistoryAccumulation(Rule):
             backed_by_backward = bool(candidate.evidence & state.backpropagated)
             if not candidate.by_analysis and not backed_by_backward:
                 continue
-            if backed_by_backward and _reset_inside(loop, candidate.accumulator):
-                # backward() frees each step's saved activations and the reset bounds what
-                # is kept (gradient-accumulation logging, e.g. torchtune's recipes): no leak.
+            if backed_by_backward and self._reset_per_update(loop, state, candidate.accumulator):
+                # backward() frees each step's saved activations and the reset bounds what is
+                # kept to one update (gradient-accumulation logging, e.g. torchtune's recipes).
                 continue
             uses = self.ctx.value_flow(candidate.region).follow(candidate.accumulator)
             if uses is None:
@@ -228,10 +238,33 @@ class LossHistoryAccumulation(Rule):
             named = isinstance(candidate.expr, (cst.Name, cst.Attribute))
             scalar = candidate.scalar or bool(named and candidate.evidence & state.scalar_backpropagated)
             when = None if backed_by_backward else candidate.when
-            self.report(candidate.node, self._message(candidate, sinks), self._fix(candidate, scalar, uses),
+            backpropagated = backed_by_backward or candidate.backpropagated
+            message = self._message(candidate, sinks, backpropagated)
+            self.report(candidate.node, message, self._fix(candidate, scalar, uses),
                         when=when, statement=candidate.statement)
 
-    def _message(self, candidate: _Candidate, sinks: set[Sink]) -> str:
+    def _reset_per_update(self, loop: cst.For | cst.While, state: _LoopState, accumulator: str) -> bool:
+        """The loop body starts the accumulator afresh on every iteration, or together with an
+        optimizer step (one update's losses: gradient accumulation).  A reset on a logging cycle
+        (``if i % 200 == 199: ...; running_loss = 0``) still keeps every step's graph until then
+        (measured: 0.2 MB per step on a 1M-parameter MLP, 20x less than without backward, but
+        growing)."""
+        resets = _resets_inside(loop, accumulator)
+        if not resets:
+            return False
+        flow = self.ctx.flow(loop)
+        for reset in resets:
+            place = flow.place(reset)
+            if place is None:
+                continue
+            if place.unconditional and not place.in_nested_loop:
+                return True
+            branch = next((frame for frame in reversed(place.frames) if frame.conditional), None)
+            if any(branch in step_place.frames for step in state.steps if (step_place := flow.place(step))):
+                return True
+        return False
+
+    def _message(self, candidate: _Candidate, sinks: set[Sink], backpropagated: bool) -> str:
         loss = fixes.source_of(candidate.expr)
         loss = "the loss" if len(loss) > 40 else f"`{loss}`"
         consequence = ""
@@ -239,10 +272,11 @@ class LossHistoryAccumulation(Rule):
             consequence = f"; numpy (or plotting) of it raises '{M6}'"
         elif Sink.ESCAPES in sinks:
             consequence = "; passing it on keeps them alive after the loop too"
+        # backward() frees the saved activations; the accumulated losses still link the graph nodes
+        kept = "graph" if backpropagated else "graph (and its saved activations)"
         return (
             f"{loss} still carries its autograd graph; accumulating it into `{candidate.accumulator}` keeps every "
-            f"iteration's graph (and its saved activations) alive{consequence}; accumulate `.item()` (or "
-            "`.detach()`) instead"
+            f"iteration's {kept} alive{consequence}; accumulate `.item()` (or `.detach()`) instead"
         )
 
     def _fix(self, candidate: _Candidate, scalar: bool, uses: list[Use]) -> Fix:
@@ -340,23 +374,21 @@ def _reduces(call: cst.Call) -> bool:
     return isinstance(value, cst.SimpleString) and value.evaluated_value in ("mean", "sum")
 
 
-def _reset_inside(loop: cst.For | cst.While, accumulator: str) -> bool:
-    """Whether the loop body starts the accumulator afresh (``total = 0``, ``losses = []``, ``losses.clear()``)."""
-    found = False
+def _resets_inside(loop: cst.For | cst.While, accumulator: str) -> list[cst.CSTNode]:
+    """Where the loop body starts the accumulator afresh (``total = 0``, ``losses = []``, ``losses.clear()``)."""
+    found: list[cst.CSTNode] = []
 
     class Finder(cst.CSTVisitor):
         def visit_Assign(self, node: cst.Assign) -> None:
-            nonlocal found
             if any(dotted_name(t.target) == accumulator for t in node.targets) and accumulator not in names_in(
                 node.value
             ):
-                found = True
+                found.append(node)
 
         def visit_Call(self, node: cst.Call) -> None:
-            nonlocal found
             func = node.func
             if isinstance(func, cst.Attribute) and func.attr.value == "clear" and dotted_name(func.value) == accumulator:
-                found = True
+                found.append(node)
 
     scan(loop.body, Finder())
     return found
