@@ -185,3 +185,208 @@ def test_in_a_module_attribute_and_forward() -> None:
         Net()(x).sum().backward()
         """)
     _check(source, True)
+
+
+# The real shapes of the optimizer-step mistake (corpus/dev/github2.toml) and their correct
+# look-alikes, each a whole program run with torch: which modules a loss's graph went through
+# (unknown calls, methods of a module, tuple outputs, submodules) and which an optimizer updates.
+STEP_PRELUDE = _FIXTURE.read_text().split("for step in range(100):")[0] + """\
+
+
+class VaeGan(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.encoder = nn.Sequential(nn.Linear(2, 8), nn.Tanh(), nn.Linear(8, 2))
+        self.decoder = nn.Sequential(nn.Linear(2, 8), nn.Tanh(), nn.Linear(8, 2))
+
+    def forward(self, x):
+        z = self.encoder(x)
+        return self.decoder(z), z
+
+    def score(self, x):
+        return self.decoder(x).sum(1, keepdim=True)
+
+
+def loss_module(scores, target):
+    return bce(scores, target)
+
+
+net = VaeGan()
+"""
+
+STEPS = {
+    # DSGAN: the steps in two `if` statements one after the other, G's loss via an unknown call
+    "sibling_ifs_unknown_loss_call": ("""\
+for it in range(2):
+    fake = G(torch.randn(16, 2))
+    fake_out = D(fake)
+    if it % 1 == 0:
+        loss_D = bce(D(real), ones) + bce(fake_out, zeros)
+        opt_D.zero_grad()
+        loss_D.backward(retain_graph=True)
+        opt_D.step()  # M4
+    if it % 1 == 0:
+        loss_G = loss_module(fake_out, ones)
+        opt_G.zero_grad()
+        loss_G.backward()
+        opt_G.step()
+""", True),
+    "if_else_branches": ("""\
+for it in range(2):
+    fake = G(torch.randn(16, 2))
+    fake_out = D(fake)
+    loss_G = bce(fake_out, ones)
+    if it % 2 == 0:
+        loss_D = bce(D(real), ones) + bce(fake_out, zeros)
+        opt_D.zero_grad()
+        loss_D.backward(retain_graph=True)
+        opt_D.step()
+    else:
+        opt_G.zero_grad()
+        loss_G.backward()
+        opt_G.step()
+""", False),
+    # VAE-GAN: one forward returning a tuple, an optimizer over a submodule's parameters
+    "submodule_optimizer_tuple_outputs": ("""\
+opt_enc = torch.optim.RMSprop(params=net.encoder.parameters())
+opt_dec = torch.optim.RMSprop(params=net.decoder.parameters())
+x = torch.randn(16, 2)
+out, z = net(x)
+loss_enc = (out - x).pow(2).mean() + z.pow(2).mean()
+loss_dec = (out - x).abs().mean()
+net.zero_grad()
+loss_enc.backward(retain_graph=True)
+opt_enc.step()  # M4
+net.zero_grad()
+loss_dec.backward()
+opt_dec.step()
+""", True),
+    "submodule_optimizer_forward_again": ("""\
+opt_enc = torch.optim.RMSprop(params=net.encoder.parameters())
+x = torch.randn(16, 2)
+out, z = net(x)
+loss_enc = (out - x).pow(2).mean() + z.pow(2).mean()
+loss_enc.backward()
+opt_enc.step()
+out, z = net(x)
+(out - x).abs().mean().backward()
+""", False),
+    # Vid-ODE: G's adversarial loss through a method of D, built before D's step
+    "method_of_the_stepped_module": ("""\
+opt_net = torch.optim.Adam(net.parameters())
+x = torch.randn(16, 2)
+fake = G(x)
+loss_G = bce(net.score(fake), ones)
+loss_D = bce(net.score(fake.detach()), zeros)
+loss_D.backward()
+opt_net.step()  # M4
+loss_G.backward()
+""", True),
+    # PPO: one loss for actor and critic backpropagated twice, the optimizers handed in
+    "same_loss_twice_optimizer_a_parameter": ("""\
+def train_model(actor, critic, actor_optim, critic_optim):
+    inputs = torch.randn(16, 2)
+    loss = -actor(inputs).mean() + 0.5 * (critic(inputs) - 1).pow(2).mean()
+    critic_optim.zero_grad()
+    loss.backward(retain_graph=True)
+    critic_optim.step()  # M4
+    actor_optim.zero_grad()
+    loss.backward()
+    actor_optim.step()
+
+
+train_model(G, D, opt_G, opt_D)
+""", True),
+    "same_loss_twice_steps_after_both": ("""\
+def train_model(actor, critic, actor_optim, critic_optim):
+    inputs = torch.randn(16, 2)
+    loss = -actor(inputs).mean() + 0.5 * (critic(inputs) - 1).pow(2).mean()
+    critic_optim.zero_grad()
+    loss.backward(retain_graph=True)
+    actor_optim.zero_grad()
+    loss.backward()
+    critic_optim.step()
+    actor_optim.step()
+
+
+train_model(G, D, opt_G, opt_D)
+""", False),
+    # MRI unlearning: models and optimizers handed in, a second loss on the same features
+    "unknown_optimizer_second_loss_on_old_features": ("""\
+def train(models, optimizers):
+    [encoder, head, critic] = models
+    [optimizer, optimizer_critic] = optimizers
+    encoder.train()
+    optimizer.zero_grad()
+    features = encoder(torch.randn(16, 2))
+    loss = bce(head(features), ones)
+    loss.backward(retain_graph=True)
+    optimizer.step()  # M4
+    optimizer_critic.zero_grad()
+    loss_conf = bce(critic(features), zeros)
+    loss_conf.backward()
+    optimizer_critic.step()
+
+
+train([G, nn.Sequential(nn.Linear(2, 8), nn.Tanh(), nn.Linear(8, 1)), D],
+      [torch.optim.Adam(G.parameters()), opt_D])
+""", True),
+    # A GAN whose optimizers are handed in: D recomputed after its step, G's graph shared
+    "unknown_optimizer_stepped_module_run_again": ("""\
+def train(gen, disc, opt_disc, opt_gen):
+    disc.train()
+    fake = gen(torch.randn(16, 2))
+    loss_D = bce(disc(real), ones) + bce(disc(fake), zeros)
+    opt_disc.zero_grad()
+    loss_D.backward(retain_graph=True)
+    opt_disc.step()
+    loss_G = bce(disc(fake), ones)
+    opt_gen.zero_grad()
+    loss_G.backward()
+    opt_gen.step()
+
+
+train(G, D, opt_D, opt_G)
+""", False),
+    # SAC: optimizers built in __init__ by a class handed in, the policy loss through Q first
+    "optimizer_attribute_from_init": ("""\
+class Trainer:
+    def __init__(self, optimizer_class=torch.optim.Adam):
+        self.policy, self.qf = G, D
+        self.qf_optimizer = optimizer_class(self.qf.parameters(), lr=1e-3)
+        self.policy_optimizer = optimizer_class(self.policy.parameters(), lr=1e-3)
+
+    def train(self, obs):
+        new_actions = self.policy(obs)
+        policy_loss = -self.qf(new_actions).mean()
+        qf_loss = (self.qf(obs) - 1).pow(2).mean()
+        self.qf_optimizer.zero_grad()
+        qf_loss.backward()
+        self.qf_optimizer.step()  # M4
+        self.policy_optimizer.zero_grad()
+        policy_loss.backward()
+        self.policy_optimizer.step()
+
+
+Trainer().train(torch.randn(16, 2))
+""", True),
+    # Dreamer: the value model's output through an unknown helper, the step between
+    "output_through_a_helper_of_another_file": ("""\
+from torch.nn.functional import mse_loss as lambda_return
+values = D(G(torch.randn(16, 2)))
+target = values * 0.9 + lambda_return(values, ones)
+value_loss = mse_loss = (values - target.detach()).pow(2).mean()
+opt_D.zero_grad()
+value_loss.backward(retain_graph=True)
+opt_D.step()  # M4
+action_loss = -target.mean()
+opt_G.zero_grad()
+action_loss.backward()
+""", True),
+}
+
+
+@pytest.mark.parametrize("name", sorted(STEPS))
+def test_real_optimizer_step_shapes_agree_with_torch(name: str) -> None:
+    body, raises = STEPS[name]
+    _check(STEP_PRELUDE + body, raises)
