@@ -348,6 +348,29 @@ def train(gen, disc, opt_disc, opt_gen):
 
 train(G, D, opt_D, opt_G)
 """, False),
+    # FactorVAE loss: the VAE's optimizer handed in, D has its own; D run again after the step
+    "unknown_optimizer_other_module_has_its_own": ("""\
+class FactorLoss:
+    def __init__(self):
+        self.discriminator = D
+        self.optimizer_d = torch.optim.Adam(self.discriminator.parameters())
+
+    def __call__(self, data, model, optimizer):
+        latent = model(data)
+        d_z = self.discriminator(latent)
+        vae_loss = (latent - data).pow(2).mean() + d_z.mean()
+        optimizer.zero_grad()
+        vae_loss.backward(retain_graph=True)
+        optimizer.step()  # M4
+        d_z_perm = self.discriminator(model(data).detach())
+        d_tc_loss = -(d_z.mean() + d_z_perm.mean())
+        self.optimizer_d.zero_grad()
+        d_tc_loss.backward()
+        self.optimizer_d.step()
+
+
+FactorLoss()(torch.randn(16, 2), G, opt_G)
+""", True),
     # SAC: optimizers built in __init__ by a class handed in, the policy loss through Q first
     "optimizer_attribute_from_init": ("""\
 class Trainer:

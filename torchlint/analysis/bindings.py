@@ -134,12 +134,13 @@ class Bindings:
     def _leave_Call(self, node: cst.Call) -> None:
         """In-place state changes of a named tensor: ``w.requires_grad_()``, ``w.detach_()``."""
         func = node.func
-        if not isinstance(func, cst.Attribute):
-            return
-        method = func.attr.value
         graph = self.module_graph
         if graph is not None:
             graph.note_call(node)
+        if not isinstance(func, cst.Attribute):
+            return
+        method = func.attr.value
+        if graph is not None:
             if method in api.STORING_METHODS:
                 for arg in node.args:
                     graph.add(func.value, arg.value)  # `outputs.append(D(x))`

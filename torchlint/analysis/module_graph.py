@@ -65,6 +65,9 @@ class Forward:
     # False for a single built-in layer applied to data: its backward needs its input, not its
     # weight, so a step over the weight changes nothing it saved.
     saves_parameters: bool
+    # Known to be a module (its value, or ``D.parameters()`` / ``D.train()`` in the file); else a
+    # callable handed in as a parameter (a model, or a loss function).
+    is_module: bool = True
 
 
 _NONE: frozenset[Forward] = frozenset()
@@ -79,6 +82,8 @@ class ModuleGraph:
         self._assigned: dict[tuple[object, str], cst.BaseExpression] = {}
         self._forwards: dict[int, Forward] = {}  # call id -> its forward (one per call node)
         self._module_keys: set[str] = set()  # names with module evidence (``D.parameters()``, ``D.train()``)
+        # Modules some ``torch.optim`` optimizer built in the file updates.
+        self.optimized_keys: set[str] = set()
         self.serial = 0
 
     # ------------------------------------------------------------ questions
@@ -155,12 +160,18 @@ class ModuleGraph:
         self._set(target, _NONE, None)
 
     def note_call(self, call: cst.Call) -> None:
-        """Every call: ``D.parameters()`` / ``D.train()`` make ``D`` a module key."""
+        """Every call: ``D.parameters()`` / ``D.train()`` make ``D`` a module key; a
+        ``torch.optim`` optimizer's construction tells which modules have one."""
         func = call.func
         if type(func) is cst.Attribute and func.attr.value in MODULE_METHODS:
             key = dotted_name(func.value)
             if key is not None:
                 self._module_keys.add(key)
+            return
+        qualified = self._ctx.qualify(func)
+        if qualified is not None and qualified.startswith(api.OPTIMIZER_PREFIX) \
+                and not qualified.startswith(api.NON_OPTIMIZER_PREFIXES):
+            self.optimized_keys |= self._modules_in(call, _MAX_PARAMETER_HOPS) or frozenset()
 
     # ------------------------------------------------------------ bookkeeping
     def _set(self, target: cst.BaseExpression, forwards: frozenset[Forward], value: cst.BaseExpression | None) -> None:
@@ -213,13 +224,14 @@ class ModuleGraph:
         module = self._module_called(call)
         if module is None:
             return None
-        key, saves = module
+        key, saves, is_module = module
         self.serial += 1
-        forward = self._forwards[id(call)] = Forward(call, key, self.serial, saves)
+        forward = self._forwards[id(call)] = Forward(call, key, self.serial, saves, is_module)
         return forward
 
-    def _module_called(self, call: cst.Call) -> tuple[str, bool] | None:
-        """(the module's key, whether its graph saves its parameters) when ``call`` runs a module."""
+    def _module_called(self, call: cst.Call) -> tuple[str, bool, bool] | None:
+        """(the module's key, whether its graph saves its parameters, whether it is known to be a
+        module) when ``call`` runs a module, or may (a callable parameter)."""
         ctx, func = self._ctx, call.func
         key = dotted_name(func)
         if key is None or ctx.qualify(func) is not None:
@@ -228,15 +240,17 @@ class ModuleGraph:
         if value.kind is Kind.MODULE:
             if "parameterless" in value.tags:
                 return None
-            return key, self._saves_parameters(call, value.origin if value.cls is None else None)
+            return key, self._saves_parameters(call, value.origin if value.cls is None else None), True
         if value.kind is not Kind.UNKNOWN:
             return None
-        if key in self._module_keys or type(func) is cst.Name and "param" in value.tags:
-            return key, True  # (a callable handed in: a model, or a loss function)
+        if key in self._module_keys:
+            return key, True, True
+        if type(func) is cst.Name and "param" in value.tags:
+            return key, True, False
         if type(func) is cst.Attribute and func.attr.value not in _NOT_FORWARD_METHODS:
             receiver = dotted_name(func.value)
             if receiver is not None and self.is_module_key(receiver):
-                return receiver, True  # `netD_seq.netG_adv_loss(fake)`: a method of the module
+                return receiver, True, True  # `netD_seq.netG_adv_loss(fake)`: a method of the module
         return None
 
     def _saves_parameters(self, call: cst.Call, constructor: cst.CSTNode | None) -> bool:

@@ -626,15 +626,16 @@ class SavedTensorInplace(Rule):
         if step.modules is not None:
             hits = [f for f in stale if any(related(f.module, module) for module in step.modules)]
         else:
-            # Not known what it updates: what the retained backward() before it reached.  A module
-            # of that graph run again after the step is probably the one stepped: silent.
+            # Not known what it updates: what the retained backward() before it reached, but not a
+            # module with an optimizer of its own.  One of those run again after the step is
+            # probably the one stepped: silent.
             graph = self._graph
             assert graph is not None
-            stepped = {f.module for f in step.retained}
+            stepped = {f.module for f in step.retained
+                       if not any(related(f.module, key) for key in graph.optimized_keys)}
             if any(f.serial > step.serial and any(related(f.module, m) for m in stepped) for f in reached):
                 return None
-            same_graph = reached == step.retained  # the same loss backpropagated again
-            hits = [f for f in stale if f in step.retained and (same_graph or graph.is_module_key(f.module))]
+            hits = [f for f in stale if f in step.retained and f.module in stepped]
         return min(hits, key=lambda forward: forward.serial) if hits else None
 
     def _exclusive(self, a: cst.CSTNode, b: cst.CSTNode) -> bool:
