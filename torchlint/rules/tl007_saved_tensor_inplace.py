@@ -648,15 +648,16 @@ class SavedTensorInplace(Rule):
         self._reported.add(id(step.node))
         call, module = _short(fixes.source_of(step.node)), _short(fixes.source_of(forward.call))
         if step.modules is not None:
+            stepped = next((m for m in sorted(step.modules) if related(m, forward.module)), forward.module)
             message = (
-                f"`{call}` changes the parameters of `{forward.module}` in place, but `{module}` saved them "
+                f"`{call}` changes the parameters of `{stepped}` in place, but `{module}` saved them "
                 f"for a backward() that runs after the step: backward() raises '{M4}'; call step() after every "
                 "backward() through the graph, or compute the loss again after the step"
             )
         else:
             message = (
                 f"`{call}` changes in place the parameters the retained backward() before it reached, and a "
-                f"later backward() goes through `{module}` of the same graph again, which saved them: backward() "
+                f"later backward() goes through that graph again (through `{module}`), which saved them: backward() "
                 f"raises '{M4}'; call step() after every backward() through the graph, or compute the loss "
                 "again after the step"
             )
