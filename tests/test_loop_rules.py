@@ -185,7 +185,7 @@ def test_resolve_function_finds_helpers_and_methods() -> None:
 def test_tl010_saving_modules_fail_a_second_backward() -> None:
     """Every built-in module TL010 treats as saving tensors really does (torch disagrees -> fail)."""
     torch = pytest.importorskip("torch")
-    from torchlint.rules.tl010_backward_through_freed_graph import _SAVING_PARAMETER_MODULES
+    from torchlint.analysis.torch_api import SAVING_PARAMETER_MODULES as _SAVING_PARAMETER_MODULES
 
     nn = torch.nn
     x = torch.randn(2, 3)

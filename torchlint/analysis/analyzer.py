@@ -11,14 +11,16 @@ mixins, one module each:
 - ``evaluate.Evaluation``: what an expression holds (``value_of``, ``mentions_gradient``),
   with ``facts.ValueFacts`` for output and conversion facts;
 - ``grad_modes.GradModes``: the grad mode at the current point (``grad_mode``);
-- ``bindings.Bindings``: what assignments, loops and in-place calls bind;
+- ``bindings.BindingState``: what assignments, loops and in-place calls bind (flow-sensitive
+  values), and each body's binding table (``binding_table``: sites of each name, keys changed);
 - ``branches.ControlFlow``: statements, loops, blocks and the joins where branches meet;
 - ``functions.Functions``: classes, functions, the call graph, parameters bound from call
   sites and helper summaries (``resolve_function``, ``arguments_passed``);
 - ``dispatch.Dispatch``: running the analyzer's and the rules' callbacks in one walk.
 
-Autograd events (``events.py``), order and dominance (``flow.py``) and where values go
-(``uses.py``) are built on demand from here.
+Autograd events (``events.py``), order and dominance (``flow.py``), where values go
+(``uses.py``) and a loop's graph over two iterations (``loop_graph.py``) are built on demand
+from here.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ import libcst as cst
 
 from torchlint.analysis import events
 from torchlint.analysis import torch_api as api
-from torchlint.analysis.bindings import Bindings
+from torchlint.analysis.bindings import BindingState
 from torchlint.analysis.branches import ControlFlow
 from torchlint.analysis.dispatch import Dispatch, _BoundHooks
 from torchlint.analysis.evaluate import GRADIENT_TAGS, Evaluation
@@ -39,9 +41,10 @@ from torchlint.analysis.events import AutogradEvent
 from torchlint.analysis.flow import Flow
 from torchlint.analysis.functions import Functions, _GradReadCollector
 from torchlint.analysis.grad_modes import GradModes
+from torchlint.analysis.loop_graph import LoopGraph, loop_graph
 from torchlint.analysis.module_graph import ModuleGraph
 from torchlint.analysis.names import ImportTable, keyword_arg, positional_args
-from torchlint.analysis.scopes import ENABLED, FunctionInfo, GradMode, Scope
+from torchlint.analysis.scopes import ENABLED, BindingTable, FunctionInfo, GradMode, Scope
 from torchlint.analysis.uses import ValueFlow
 from torchlint.analysis.values import Value
 from torchlint.analysis.walk import Walker
@@ -63,7 +66,7 @@ def _other_framework_only(source: str) -> bool:
     return bool(_OTHER_FRAMEWORK_IMPORT.search(source)) and not _TORCH_IMPORT.search(source)
 
 
-class Analyzer(Dispatch, Functions, Bindings, ControlFlow, GradModes, Evaluation, cst.CSTVisitor):
+class Analyzer(Dispatch, Functions, BindingState, ControlFlow, GradModes, Evaluation, cst.CSTVisitor):
     """Tracks program state and dispatches libcst visits to the enabled rules.
 
     The public methods (``value_of``, ``qualify``, ``grad_mode``, ...) are the
@@ -103,6 +106,7 @@ class Analyzer(Dispatch, Functions, Bindings, ControlFlow, GradModes, Evaluation
         self._flows: dict[int, tuple[cst.CSTNode, Flow]] = {}
         # Which modules values went through (``module_graph.py``), tracked once a rule asks.
         self.module_graph: ModuleGraph | None = None
+        self._binding_tables: dict[int, tuple[cst.CSTNode, BindingTable]] = {}
         self._init_facts()
 
     # ------------------------------------------------------------------ rules
@@ -183,6 +187,11 @@ class Analyzer(Dispatch, Functions, Bindings, ControlFlow, GradModes, Evaluation
         if known is None or known[0] is not root:
             known = self._flows[id(root)] = (root, Flow(root))
         return known[1]
+
+    def loop_graph(self, loop: cst.For | cst.While) -> LoopGraph | None:
+        """What the first two iterations of ``loop`` backpropagate through (see
+        ``analysis/loop_graph.py``); ask when the loop is reached (``visit_For``/``visit_While``)."""
+        return loop_graph(self, loop)
 
     # ------------------------------------------------------------ imports
     def _leave_Import(self, node: cst.Import) -> None:

@@ -6,19 +6,67 @@ Bindings are applied when a statement is left, after the rules' hooks for it hav
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import libcst as cst
 
 from torchlint.analysis import torch_api as api
 from torchlint.analysis.events import EventKind
 from torchlint.analysis.names import dotted_expression, dotted_name, literal_bool
-from torchlint.analysis.values import BACKPROPAGATED, NUMBER, UNKNOWN, Kind, Value
+from torchlint.analysis.scopes import BindingCollector, Bindings, BindingTable, parameter_names
+from torchlint.analysis.values import BACKPROPAGATED, LEAF_ON_CPU, NUMBER, UNKNOWN, Kind, Value
+from torchlint.analysis.walk import children, scan
+
+if TYPE_CHECKING:
+    from torchlint.analysis.analyzer import Analyzer
 
 # Method names of the backward spellings (``loss.backward()``, ``self.manual_backward(loss)``).
 _BACKWARD_SPELLINGS = frozenset({"backward", *api.DELEGATED_BACKWARD_METHODS})
 
+# Tags of a module known only from the module-only methods called on it; of an unknown parameter.
+_USED_AS_MODULE = frozenset({"used-as-module"})
+_PARAMETER_TAGS = frozenset({"param"})
 
-class Bindings:
+
+class BindingState:
     """Mixin of ``Analyzer`` (uses its ``scope``, ``value_of``, ``loops``, ``grad_mode`` ...)."""
+
+    def binding_table(self, body: cst.CSTNode) -> BindingTable:
+        """What the statements of ``body`` (a function's body, the module, a loop, a statement)
+        bind, nested functions and classes excluded: walked once per body and file."""
+        known = self._binding_tables.get(id(body))
+        if known is None or known[0] is not body:
+            collector = BindingCollector()
+            scan(body, collector)
+            known = self._binding_tables[id(body)] = (body, BindingTable(collector))
+        return known[1]
+
+    def scope_bindings(self) -> BindingTable:
+        """The ``binding_table`` of the function (or module) the analysis is in."""
+        function = self.function
+        return self.binding_table(function.node.body if function is not None else self.module)
+
+    def made_leaf_in_scope(self, key: str) -> bool:
+        """Whether the function (or module) the analysis is in makes ``key`` a leaf or cuts it
+        from the graph in place somewhere: ``key.requires_grad = ...``, ``key.requires_grad_()``,
+        ``key.detach_()``."""
+        return key in self.scope_bindings().made_leaf
+
+    def is_assignment_target(self, node: cst.BaseExpression) -> bool:
+        """Whether ``node`` is written, not read, by the current statement: a target of ``=``
+        (or an element of a tuple target), of an annotated assignment or of ``del``."""
+        line = self.statement
+        if line is None:
+            return False
+        for small in line.body:
+            kind = type(small)
+            if kind is cst.Assign:
+                if any(_is_target_or_element(node, target.target) for target in small.targets):  # type: ignore[attr-defined]
+                    return True
+            elif kind is cst.AnnAssign or kind is cst.Del:
+                if _is_target_or_element(node, small.target):  # type: ignore[attr-defined]
+                    return True
+        return False
 
     def made_leaf_in_loop(self, key: str, loop: cst.For | cst.While) -> bool:
         """Whether the body of ``loop`` (so far) sets ``key.requires_grad`` / calls
@@ -109,7 +157,10 @@ class Bindings:
             return
         current = self.value_of_key(key)
         operand = self.value_of(node.value)
-        if current.kind is Kind.PLAIN and operand.requires_grad and not self.grad_mode.statically_disabled:
+        if LEAF_ON_CPU in current.tags:
+            # the in-place op raised (on the CPU: TL002), or it changed the GPU copy
+            self.scope.bind(key, Value(Kind.NONLEAF, node, tags=frozenset({"device-dependent"})))
+        elif current.kind is Kind.PLAIN and operand.requires_grad and not self.grad_mode.statically_disabled:
             self.scope.bind(key, Value(Kind.NONLEAF, node))
         elif current.kind is Kind.PLAIN and operand.kind is Kind.UNKNOWN and not self.grad_mode.statically_disabled:
             self.scope.bind(key, UNKNOWN)  # `total = torch.zeros(1); total += loss_of(batch)`: may now require grad
@@ -146,6 +197,8 @@ class Bindings:
                     graph.add(func.value, arg.value)  # `outputs.append(D(x))`
         if method in _BACKWARD_SPELLINGS:
             self._note_backpropagated(node)
+        elif method in api.MODULE_EVIDENCE_METHODS:
+            self._note_module_use(func.value)
         flag = (literal_bool(node.args[0].value) if node.args else True) if method == "requires_grad_" else None
         if method == "requires_grad_":
             self._note_requires_grad_flag(func.value, flag)
@@ -160,6 +213,17 @@ class Bindings:
             self.scope.bind(key, Value(Kind.PLAIN, node, tags=frozenset({"detached"})))
         elif method == "retain_grad" and current.is_tensor:
             self.scope.bind(key, current.tagged("retains-grad"))
+
+    def _note_module_use(self, receiver: cst.BaseExpression) -> None:
+        """``net.parameters()``, ``net.eval()``: only a module answers these, so a name of unknown
+        value they are called on holds one (a parameter, ``self.Net(...)``, an import's product);
+        calling it then computes a module output."""
+        key = dotted_name(receiver)
+        if key is None:
+            return
+        known = self.value_of_key(key)
+        if known.kind is Kind.UNKNOWN and known.cls is None and known.tags <= _PARAMETER_TAGS:
+            self._bind_target(receiver, Value(Kind.MODULE, known.origin, tags=known.tags | _USED_AS_MODULE), None)
 
     def _note_backpropagated(self, node: cst.Call) -> None:
         """``loss.backward()`` only works on a tensor with a graph: a name of unknown value that was
@@ -233,3 +297,19 @@ def _pair(first: Value, second: Value) -> Value:
 def _tuple_of(items: list[Value]) -> Value:
     """A fixed-size tuple value, bound element-wise by tuple targets (``for i, p in ...``)."""
     return Value(Kind.COLLECTION, None, items=tuple(items))
+
+
+def _is_target_or_element(node: cst.CSTNode, target: cst.BaseExpression) -> bool:
+    if node is target:
+        return True
+    return type(target) in (cst.Tuple, cst.List) and any(element.value is node for element in target.elements)  # type: ignore[attr-defined]
+
+
+def bindings_in_scope(ctx: Analyzer, name: str) -> Bindings:
+    """How ``name`` is bound in the function (or module) the analysis is in; a parameter of
+    that function counts as declared outside."""
+    found = ctx.scope_bindings().of(name)
+    function = ctx.function
+    if function is not None and name in parameter_names(function.node):
+        return Bindings(found.sites, True)
+    return found

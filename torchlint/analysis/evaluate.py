@@ -16,7 +16,7 @@ from torchlint.analysis import summaries
 from torchlint.analysis import torch_api as api
 from torchlint.analysis.facts import ValueFacts
 from torchlint.analysis.names import dotted_name, keyword_arg, literal_bool, positional_args, through_grad
-from torchlint.analysis.values import ASSUMED_TAGS, BACKPROPAGATED, NUMBER, UNKNOWN, Kind, Value, join
+from torchlint.analysis.values import ASSUMED_TAGS, BACKPROPAGATED, LEAF_ON_CPU, NUMBER, UNKNOWN, Kind, Value, join
 
 # Tags of a gradient (``p.grad``) and of a value computed from one (``lr * p.grad``).
 GRADIENT_TAGS = frozenset({"grad", "from-grad"})
@@ -279,7 +279,19 @@ class Evaluation(ValueFacts):
             return receiver.tagged("device-dependent")
         if self.grad_mode.statically_disabled:
             return Value(Kind.PLAIN, node, tags=frozenset({"detached"}))
+        if method == "to" and receiver.kind is Kind.LEAF and self._only_device_given(node):
+            # `.to(device)`: a non-leaf copy on a GPU, the leaf itself when `device` is the CPU.
+            return Value(Kind.NONLEAF, node, tags=frozenset({"device-dependent", LEAF_ON_CPU}))
         return Value(Kind.NONLEAF, node, tags=frozenset({"device-dependent"}))
+
+    def _only_device_given(self, node: cst.Call) -> bool:
+        """``x.to(device)`` with one positional argument that is not a dtype, no keywords but
+        ``non_blocking``: the same tensor when the device is the one it is on."""
+        args = positional_args(node)
+        if len(args) != 1 or any(arg.keyword is not None and arg.keyword.value != "non_blocking" for arg in node.args):
+            return False
+        qualified = self.qualify(args[0])
+        return not (qualified in api.TORCH_DTYPES or self.value_of(args[0]).is_tensor)
 
     def _is_cpu_literal(self, node: cst.Call) -> bool:
         args = positional_args(node)

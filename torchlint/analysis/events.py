@@ -26,8 +26,9 @@ from typing import TYPE_CHECKING
 import libcst as cst
 
 from torchlint.analysis import torch_api as api
-from torchlint.analysis.names import through_grad
+from torchlint.analysis.names import dotted_name, through_grad
 from torchlint.analysis.values import TENSOR_KINDS, Kind
+from torchlint.analysis.walk import scan
 
 if TYPE_CHECKING:
     from torchlint.analysis.analyzer import Analyzer
@@ -337,6 +338,20 @@ class EventLog:
         return any(flow.contains(call) and self._may_backward(inner, seen) for call, inner in self._hidden)
 
 
+def gradient_reads(node: cst.CSTNode) -> list[cst.Attribute]:
+    """Every ``x.grad`` in ``node``'s subtree, in source order (asked where a rule judges one
+    body, not for every file)."""
+    found: list[cst.Attribute] = []
+
+    class Finder(cst.CSTVisitor):
+        def visit_Attribute(self, attribute: cst.Attribute) -> None:
+            if attribute.attr.value == "grad":
+                found.append(attribute)
+
+    scan(node, Finder())
+    return found
+
+
 def frees_graph(event: AutogradEvent) -> bool:
     """A backward (or ``autograd.grad``) that certainly frees the saved tensors of the graph it
     goes through: ``retain_graph`` and ``create_graph`` absent or literally False/None, no
@@ -358,3 +373,58 @@ def frees_graph(event: AutogradEvent) -> bool:
         elif arg.keyword.value == "inputs":
             return False
     return positional <= 1
+
+
+@dataclass(frozen=True)
+class BackwardCall:
+    call: cst.Call
+    # Expressions the backward pass starts from (the loss).
+    roots: tuple[cst.BaseExpression, ...]
+    # ``retain_graph=True`` / ``create_graph=True``: saved tensors stay alive.
+    retains_graph: bool
+
+
+def backward_call(call: cst.Call, ctx: Analyzer) -> BackwardCall | None:
+    """The call as a ``backward()`` (the shared recognition, ``ctx.autograd_event``), or None."""
+    event = ctx.autograd_event(call)
+    if event is None or event.kind is not EventKind.BACKWARD:
+        return None
+    roots = (event.subject,) if event.subject is not None else ()
+    return BackwardCall(call, roots, event.keeps_graph)
+
+
+def graph_root_key(expr: cst.BaseExpression) -> str | None:
+    """``y`` for ``y``, ``y.sum()``, ``y.mean(dim=0)``, ``scaler.scale(y)``: the name whose own
+    graph a backward from ``expr`` goes through (backward() succeeding proves it requires grad)."""
+    while True:
+        key = dotted_name(expr)
+        if key is not None:
+            return key
+        if not isinstance(expr, cst.Call) or not isinstance(expr.func, cst.Attribute):
+            return None
+        method = expr.func.attr.value
+        if method in api.SAME_GRAPH_METHODS:
+            expr = expr.func.value
+        elif method in api.LOSS_SCALING_METHODS and len(expr.args) == 1 and expr.args[0].keyword is None:
+            expr = expr.args[0].value  # torch.amp GradScaler.scale(loss)
+        else:
+            return None
+
+
+def has_backward(ctx: Analyzer, body: cst.CSTNode) -> bool:
+    """``body`` calls backward (any spelling; nested functions excluded), as seen from the
+    current point."""
+    found = False
+
+    class Finder(cst.CSTVisitor):
+        def visit_Call(self, node: cst.Call) -> None:
+            nonlocal found
+            if not found:
+                event = ctx.autograd_event(node)
+                found = event is not None and event.kind is EventKind.BACKWARD
+
+        def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+            return False
+
+    scan(body, Finder())
+    return found

@@ -26,6 +26,11 @@ class GradModes:
     def is_grad_mode_context(self, node: cst.BaseExpression) -> bool:
         return self._mode_of_context(node) is not None
 
+    def context_mode(self, node: cst.BaseExpression) -> GradMode | None:
+        """The grad mode a ``with`` item or decorator sets (``UNKNOWN_MODE``: grad-related, but
+        which mode is not known), or None if it sets none."""
+        return self._mode_of_context(node)
+
     def _leave_Expr(self, node: cst.Expr) -> None:
         """A bare ``torch.set_grad_enabled(False)`` switches grad mode for the rest of the scope."""
         if isinstance(node.value, cst.Call) and self.qualify(node.value.func) == api.GRAD_SETTING:

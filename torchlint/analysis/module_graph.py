@@ -38,10 +38,7 @@ if TYPE_CHECKING:
     from torchlint.analysis.analyzer import Analyzer
 
 # Calls of these on a name are evidence that it is a module (tensors have none of them).
-MODULE_METHODS = frozenset(
-    {"parameters", "named_parameters", "modules", "named_modules", "children", "train", "eval", "zero_grad",
-     "state_dict", "load_state_dict", "buffers", "apply"}
-)
+MODULE_METHODS = api.MODULE_EVIDENCE_METHODS | frozenset({"train"})  # (optimizers have zero_grad, state_dict)
 # Methods of a module that do not run it.
 _NOT_FORWARD_METHODS = MODULE_METHODS | api.MODULE_SELF_METHODS | frozenset({"register_buffer", "to", "cuda", "cpu"})
 # Methods whose result has no graph.

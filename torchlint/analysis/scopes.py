@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 
+from torchlint.analysis.names import dotted_name
 from torchlint.analysis.values import Kind, UNKNOWN, Value, join
 
 
@@ -241,7 +242,197 @@ class Scope:
         return None
 
 
+@dataclass(frozen=True)
+class Bindings:
+    """How a name is bound in one function body (or the module body), nested scopes excluded."""
+
+    sites: tuple[cst.CSTNode, ...]  # the Assign/For/With/... statements that bind it
+    declared_outside: bool  # a parameter, ``global`` or ``nonlocal``
+
+    def single_assignment(self) -> cst.Assign | None:
+        """The one plain ``name = value`` that binds the name, if that is its only binding."""
+        if self.declared_outside or len(self.sites) != 1:
+            return None
+        site = self.sites[0]
+        if isinstance(site, cst.Assign) and len(site.targets) == 1 and isinstance(site.targets[0].target, cst.Name):
+            return site
+        return None
+
+
+NOT_BOUND = Bindings((), False)
+
+
+class BindingTable:
+    """What the statements of one body (a function's, the module's, a loop's) bind, nested
+    functions and classes excluded; found by one walk (``BindingCollector``)."""
+
+    def __init__(self, collector: BindingCollector) -> None:
+        self._sites = collector.sites
+        self._declared = collector.declared
+        # Every key a statement here binds or changes by assignment: names, ``self.h``, the
+        # container of ``h[0] = ...`` (targets of assignments, loops, ``with``, ``del``, ``:=``).
+        self.keys: frozenset[str] = frozenset(collector.keys)
+        # Keys made a leaf (or cut from the graph) in place here: ``x.requires_grad = ...``,
+        # ``x.requires_grad_(...)``, ``x.detach_()`` (nested functions included).
+        self.made_leaf: frozenset[str] = frozenset(collector.made_leaf)
+
+    def of(self, name: str) -> Bindings:
+        sites = self._sites.get(name)
+        if sites is None and name not in self._declared:
+            return NOT_BOUND
+        return Bindings(tuple(sites or ()), name in self._declared)
+
+
+class BindingCollector(cst.CSTVisitor):
+    """Walks a body once for ``BindingTable``."""
+
+    def __init__(self) -> None:
+        self.sites: dict[str, list[cst.CSTNode]] = {}
+        self.declared: set[str] = set()
+        self.keys: set[str] = set()
+        self.made_leaf: set[str] = set()
+        self._depth = 0  # nested function/class/lambda/comprehension depth
+        self._function_depth = 0  # nested function/class/lambda depth (``:=`` binds outside comprehensions)
+
+    def _bind(self, target: cst.CSTNode, site: cst.CSTNode) -> None:
+        if isinstance(target, cst.Name):
+            self.sites.setdefault(target.value, []).append(site)
+        elif isinstance(target, (cst.Tuple, cst.List)):
+            for element in target.elements:
+                self._bind(element.value, site)
+        elif isinstance(target, cst.StarredElement):
+            self._bind(target.value, site)
+
+    def _bind_keys(self, target: cst.BaseExpression) -> None:
+        self.keys.update(target_keys(target))
+
+    def _nested(self, node: cst.CSTNode) -> bool:
+        if self._depth == 0 and isinstance(node, (cst.FunctionDef, cst.ClassDef)):
+            self.sites.setdefault(node.name.value, []).append(node)
+            self.keys.add(node.name.value)
+        self._depth += 1
+        self._function_depth += 1
+        return True
+
+    def _unnest(self, node: cst.CSTNode) -> None:
+        self._depth -= 1
+        self._function_depth -= 1
+
+    def _comprehension(self, node: cst.CSTNode) -> bool:
+        self._depth += 1
+        return True
+
+    def _leave_comprehension(self, node: cst.CSTNode) -> None:
+        self._depth -= 1
+
+    visit_FunctionDef = visit_ClassDef = visit_Lambda = _nested
+    leave_FunctionDef = leave_ClassDef = leave_Lambda = _unnest
+    visit_ListComp = visit_SetComp = visit_DictComp = visit_GeneratorExp = _comprehension
+    leave_ListComp = leave_SetComp = leave_DictComp = leave_GeneratorExp = _leave_comprehension
+
+    def visit_Parameters(self, node: cst.Parameters) -> bool:
+        return False  # a nested function's parameters are its own
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        for target in node.targets:
+            if self._depth == 0:
+                self._bind(target.target, node)
+                self._bind_keys(target.target)
+            if isinstance(target.target, cst.Attribute) and target.target.attr.value == "requires_grad":
+                self._made_leaf(target.target.value)
+
+    def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
+        if self._depth == 0:
+            if node.value is not None:
+                self._bind(node.target, node)
+            self._bind_keys(node.target)
+
+    def visit_AugAssign(self, node: cst.AugAssign) -> None:
+        if self._depth == 0:
+            self._bind(node.target, node)
+            self._bind_keys(node.target)
+
+    def visit_For(self, node: cst.For) -> None:
+        if self._depth == 0:
+            self._bind(node.target, node)
+            self._bind_keys(node.target)
+
+    def visit_WithItem(self, node: cst.WithItem) -> None:
+        if self._depth == 0 and node.asname is not None:
+            self._bind(node.asname.name, node)
+            self._bind_keys(node.asname.name)
+
+    def visit_ExceptHandler(self, node: cst.ExceptHandler) -> None:
+        if self._depth == 0 and node.name is not None:
+            self._bind(node.name.name, node)
+
+    def visit_NamedExpr(self, node: cst.NamedExpr) -> None:
+        if self._function_depth == 0:  # binds in the enclosing function even inside a comprehension
+            self._bind(node.target, node)
+            self._bind_keys(node.target)
+
+    def visit_Del(self, node: cst.Del) -> None:
+        if self._depth == 0:
+            self._bind(node.target, node)
+            self._bind_keys(node.target)
+
+    def visit_ImportAlias(self, node: cst.ImportAlias) -> None:
+        if self._depth == 0:
+            bound = node.asname.name if node.asname is not None else node.name
+            while isinstance(bound, cst.Attribute):
+                bound = bound.value
+            self._bind(bound, node)
+
+    def visit_Global(self, node: cst.Global) -> None:
+        for item in node.names:
+            self.declared.add(item.name.value)
+
+    def visit_Nonlocal(self, node: cst.Nonlocal) -> None:
+        for item in node.names:
+            self.declared.add(item.name.value)
+
+    def visit_Call(self, node: cst.Call) -> None:
+        func = node.func
+        if isinstance(func, cst.Attribute) and func.attr.value in ("requires_grad_", "detach_"):
+            self._made_leaf(func.value)
+
+    def _made_leaf(self, receiver: cst.BaseExpression) -> None:
+        key = dotted_name(receiver)
+        if key is not None:
+            self.made_leaf.add(key)
+
+
+def target_keys(target: cst.BaseExpression) -> set[str]:
+    """The keys an assignment to ``target`` changes: ``h`` and ``self.h`` for those targets, the
+    container ``h`` for ``h[0]`` (changed in place), each element's for a tuple target."""
+    if isinstance(target, (cst.Tuple, cst.List)):
+        return {key for element in target.elements for key in target_keys(element.value)}
+    if isinstance(target, cst.StarredElement):
+        return target_keys(target.value)
+    key = dotted_name(target)
+    if key is not None:
+        return {key}
+    root = subscript_root(target)
+    return {root} if root else set()
+
+
+def subscript_root(target: cst.BaseExpression) -> str | None:
+    """``h`` for ``h[0][1]`` (and for ``h`` itself)."""
+    while isinstance(target, cst.Subscript):
+        target = target.value
+    return dotted_name(target)
+
+
+def parameter_names(node: cst.FunctionDef) -> set[str]:
+    params = node.params
+    names = {p.name.value for p in (*params.posonly_params, *params.params, *params.kwonly_params)}
+    for star in (params.star_arg, params.star_kwarg):
+        if isinstance(star, cst.Param):
+            names.add(star.name.value)
+    return names
+
+
 __all__ = [
-    "ClassInfo", "DISABLED", "ENABLED", "FunctionInfo", "GradMode", "Kind", "Mode", "Scope",
+    "Bindings", "BindingTable", "ClassInfo", "DISABLED", "ENABLED", "FunctionInfo", "GradMode", "Kind", "Mode", "Scope",
     "UNKNOWN", "UNKNOWN_MODE", "Value",
 ]

@@ -58,6 +58,30 @@ INTEGER_DTYPES = frozenset(
 CONVERSION_METHODS = frozenset({"to", "cuda", "cpu", "float", "double", "half", "bfloat16", "type", "contiguous"})
 # Conversions that are a no-op for a default (float32, CPU) factory result.
 NOOP_ON_DEFAULT_TENSOR = frozenset({"cpu", "float", "contiguous"})
+# Conversions that copy a default (float32) tensor: the result is a non-leaf on any device.
+DTYPE_COPYING_METHODS = frozenset({"double", "half", "bfloat16"})
+# Ops that, applied right after creating a leaf, leave a non-leaf view or copy (TL003).
+RESHAPING_METHODS = frozenset(
+    {"view", "reshape", "t", "unsqueeze", "squeeze", "expand", "permute", "transpose", "flatten", "view_as",
+     "reshape_as", "expand_as"}
+)
+# The dtype a dtype-conversion method converts to (``t.double()`` is ``t.to(torch.float64)``).
+DTYPE_OF_METHOD: dict[str, str] = {"double": "float64", "half": "float16", "bfloat16": "bfloat16"}
+# Methods that copy a tensor to the CPU (a copy that keeps the graph: detach before it).
+CPU_COPY_METHODS = frozenset({"cpu"})
+# Keywords of ``torch.tensor(t, ...)`` a fix can hand to ``.to(...)``: they only convert.
+CONVERSION_KEYWORDS = frozenset({"dtype", "device"})
+# Out-of-place arithmetic a manual update rebinds with (``w = w.sub(lr * g)``), each with an
+# in-place twin ``<name>_``, as methods and as ``torch.<name>`` functions.
+UPDATE_METHODS = frozenset({"sub", "add", "subtract", "addcmul", "addcdiv", "mul", "div"})
+# Ops that may hand back their input object unchanged (``x.flatten()`` of a 1-d tensor).
+MAY_RETURN_SELF_METHODS = CONVERSION_METHODS | {"flatten", "detach", "requires_grad_", "data"}
+# The differentiable op each arithmetic operator runs (libcst operator class names; the
+# augmented forms ``+=`` ... run the same op).
+OPERATOR_OPS: dict[str, str] = {
+    "Add": "add", "Subtract": "sub", "Multiply": "mul", "Divide": "div", "MatrixMultiply": "matmul", "Power": "pow",
+}
+AUGMENTED_OPERATOR_OPS: dict[str, str] = {f"{name}Assign": op for name, op in OPERATOR_OPS.items()}
 
 # Methods ending in "_" that do not mutate tensor data (fine on a leaf).
 NON_MUTATING_UNDERSCORE = frozenset({"requires_grad_", "share_memory_", "detach_", "retain_grad_", "pin_memory_"})
@@ -73,6 +97,12 @@ MODULE_SELF_METHODS = frozenset(
 PARAMETER_ITERATORS = frozenset({"parameters"})
 NAMED_PARAMETER_ITERATORS = frozenset({"named_parameters"})
 PARAMETER_SOURCES = PARAMETER_ITERATORS | NAMED_PARAMETER_ITERATORS
+# Methods only an ``nn.Module`` (of the objects training code handles) has: a value of unknown
+# origin they are called on is a module (not ``train``: trainers and agents have one too; not
+# ``zero_grad``/``state_dict``: optimizers have them).
+MODULE_EVIDENCE_METHODS = PARAMETER_SOURCES | frozenset(
+    {"eval", "modules", "named_modules", "children", "named_children", "buffers", "named_buffers"}
+)
 
 # Attribute names under which built-in nn modules keep their parameters.
 BUILTIN_PARAMETER_ATTRS = frozenset(
@@ -137,6 +167,12 @@ ZERO_GRAD_FUNCTIONS = frozenset({"torch._foreach_zero_"})
 # In-place methods that zero a gradient tensor (``p.grad.zero_()``, ``p.grad.data.fill_(0)``).
 GRAD_ZEROING_METHODS = frozenset({"zero_", "fill_"})
 STEP_METHODS = frozenset({"step"})
+# Methods through which a backward() that succeeds proves the receiver requires grad: they
+# depend on their receiver only (``y.sum().backward()``).
+SAME_GRAPH_METHODS = frozenset(
+    {"sum", "mean", "norm", "square", "abs", "squeeze", "view", "reshape", "float", "double", "clone", "prod",
+     "max", "min", "amax", "exp", "log"}
+)
 # ``torch.optim`` classes that are not optimizers: their ``step()`` updates no parameter.
 NON_OPTIMIZER_PREFIXES = ("torch.optim.lr_scheduler.", "torch.optim.swa_utils.")
 # Assigned to ``p.grad``, these reset it.
@@ -179,6 +215,12 @@ STORING_FUNCTIONS = frozenset({"torch.save"})
 STORING_METHODS = frozenset({"append", "extend", "insert", "add", "update", "setdefault"})
 
 # ---------------------------------------------------------------- calls that never touch gradients
+# Builtins that neither change their arguments nor run code of the file on them (they cannot
+# ``retain_grad()`` or ``detach_()`` a tensor handed to them).
+ARGUMENT_PRESERVING_BUILTINS = frozenset(
+    "print len float int bool str repr format isinstance type id hash round abs range enumerate zip min max sum"
+    .split()
+)
 # Builtins, modules and methods of unknown objects that neither run ``backward()`` nor reset or
 # fill a gradient: a call to one of them cannot hide an autograd event.
 GRAD_FREE_BUILTINS = frozenset(
@@ -277,3 +319,24 @@ METADATA_METHODS = frozenset(
 )
 # ``xs.append(v)``: the list now also holds ``v``.
 APPEND_METHODS = frozenset({"append"})
+
+# ---------------------------------------------------------------- graphs (TL010)
+# Tensor methods whose result has no graph, whatever the receiver.
+GRAPH_FREE_RESULT_METHODS = DETACHING_METHODS | SCALAR_METHODS | METADATA_METHODS | NON_DIFFERENTIABLE
+# Conversions whose result hangs off the receiver's graph (``t.type()`` without arguments is a string).
+GRAPH_CONVERSION_METHODS = CONVERSION_METHODS - {"type"}
+# Methods that do not change their arguments or receiver in place (tensor conversions and
+# methods without a graph, optimizer, list and logging calls).
+ARGUMENT_PRESERVING_METHODS = (
+    GRAPH_CONVERSION_METHODS
+    | GRAPH_FREE_RESULT_METHODS
+    | frozenset("backward step zero_grad append extend insert format item write info debug log add_scalar".split())
+)
+# Built-in modules with trainable parameters (their output certainly requires grad) that
+# save tensors for backward: measured with torch 2.13 (a second backward raises M5).
+SAVING_PARAMETER_MODULES = frozenset(
+    "Linear Bilinear Conv1d Conv2d Conv3d ConvTranspose1d ConvTranspose2d ConvTranspose3d RNN LSTM GRU "
+    "RNNCell LSTMCell GRUCell Embedding LayerNorm GroupNorm BatchNorm1d BatchNorm2d BatchNorm3d PReLU".split()
+)
+# ... of which the output does not depend differentiably on the input.
+NOT_DIFFERENTIABLE_IN_INPUT_MODULES = frozenset({"Embedding"})

@@ -5,6 +5,8 @@ Two queries, for any rule:
 - ``references(region, key)``: every ``Name`` (or ``x.attr`` for a dotted key) in ``region``
   that reads or writes ``key``; nested functions and lambdas with their own binding of the
   name are skipped.
+- ``changed_in_place(ctx, node)``: the keys code in ``node`` may change in place (``x.op_()``,
+  or handing ``x`` to code that may).
 - ``ValueFlow(ctx, region).follow(key)``: escape analysis.  Starting at every reference of
   ``key``, the value is followed up the expression tree — through arithmetic, indexing, torch
   ops, containers, and assignments to other names (whose later references are followed in
@@ -27,7 +29,9 @@ import libcst as cst
 from torchlint.analysis import torch_api as api
 from torchlint.analysis.events import EventKind
 from torchlint.analysis.names import dotted_name
+from torchlint.analysis.values import Kind
 from torchlint.analysis.walk import children, scan
+from torchlint.saved_tensors import saved_tensor_table
 
 if TYPE_CHECKING:
     from torchlint.analysis.analyzer import Analyzer
@@ -48,6 +52,58 @@ class Use:
     node: cst.CSTNode  # the reference the value was followed from
     needs_tensor: bool  # on the way, the value (or an element of it) is used as only a tensor can be
     through_unknown_call: bool = False  # it went through the result of a call whose body is not seen
+
+
+# ---------------------------------------------------------------- changes in place
+def changed_in_place(ctx: Analyzer, node: cst.CSTNode) -> set[str]:
+    """Keys code in ``node`` (nested functions excluded) may change in place: receivers of
+    ``x.op_()``, and what is handed to code that is not torch (a helper may ``detach_()`` its
+    argument), or is the receiver of a call of such code."""
+    keys: set[str] = set()
+
+    class Finder(cst.CSTVisitor):
+        def visit_Call(self, call: cst.Call) -> None:
+            func = call.func
+            if isinstance(func, cst.Attribute):
+                method = func.attr.value
+                receiver = dotted_name(func.value)
+                if receiver is not None and method.endswith("_") and not method.startswith("__"):
+                    keys.add(receiver)
+            if leaves_arguments_alone(ctx, call):
+                return
+            for arg in call.args:
+                key = dotted_name(arg.value)
+                if key is not None:
+                    keys.add(key)
+            if isinstance(func, cst.Attribute) and dotted_name(func.value) is not None:
+                keys.add(dotted_name(func.value))  # type: ignore[arg-type]
+
+        def visit_FunctionDef(self, function: cst.FunctionDef) -> bool:
+            return False
+
+    scan(node, Finder())
+    return keys
+
+
+def leaves_arguments_alone(ctx: Analyzer, call: cst.Call) -> bool:
+    """``call`` changes neither its arguments nor its receiver in place: torch functions, pure
+    builtins, built-in torch modules, tensor ops and the methods in ``torch_api``."""
+    func = call.func
+    qualified = ctx.qualify(func)
+    if qualified is not None:
+        return qualified.startswith("torch.")
+    if isinstance(func, cst.Name):
+        if func.value in api.ARGUMENT_PRESERVING_BUILTINS:
+            return True
+        value = ctx.value_of(func)
+        return value.kind is Kind.MODULE and value.cls is None
+    if isinstance(func, cst.Attribute):
+        method = func.attr.value
+        if method in api.ARGUMENT_PRESERVING_METHODS or method in saved_tensor_table().ops:
+            return True
+        value = ctx.value_of(func)
+        return value.kind is Kind.MODULE and value.cls is None
+    return False
 
 
 # ---------------------------------------------------------------- references

@@ -31,12 +31,17 @@ class Kind(enum.Enum):
 
 
 TENSOR_KINDS = frozenset({Kind.LEAF, Kind.NONLEAF, Kind.PLAIN})
+# Values known not to be a tensor.
+NON_TENSOR_KINDS = frozenset({Kind.MODULE, Kind.OPTIMIZER, Kind.OBJECT, Kind.COLLECTION, Kind.NUMBER})
 # Tags of values that require grad only by assumption (see ``Value.tags``).
 ASSUMED_TAGS = frozenset({"assumed-leaf", "assumed"})
 GRAD_KINDS = frozenset({Kind.LEAF, Kind.NONLEAF})
 # Tag of an UNKNOWN value that a ``backward()`` went through (or computed from one): if it is a
 # torch tensor, it carries a graph.
 BACKPROPAGATED = "backpropagated"
+# Tag of the NONLEAF ``leaf.to(device)``: on a GPU a copy, but the leaf itself when ``device`` is
+# the CPU (measured: ``t.to(torch.device("cpu")) is t``).
+LEAF_ON_CPU = "leaf-on-cpu"
 
 
 @dataclass(frozen=True, eq=False)

@@ -6,10 +6,10 @@ import libcst as cst
 
 from torchlint import fixes
 from torchlint.analysis import Kind, dotted_name
+from torchlint.analysis import torch_api as api
 from torchlint.analysis.names import assigned_pairs, names_in
 from torchlint.rule import Fix, FixSafety, FixStyle, Rule
 
-_UPDATE_METHODS = frozenset({"sub", "add", "subtract", "addcmul", "addcdiv", "mul", "div"})
 
 
 class RebindUpdate(Rule):
@@ -139,11 +139,11 @@ class RebindUpdate(Rule):
             return None
         if isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute):
             method = value.func.attr.value
-            if method in _UPDATE_METHODS and dotted_name(value.func.value) == key:
+            if method in api.UPDATE_METHODS and dotted_name(value.func.value) == key:
                 return f"{method}_", list(value.args), None
             qualified = self.ctx.qualify(value.func)
             if (
-                qualified in {f"torch.{m}" for m in _UPDATE_METHODS}
+                qualified is not None and qualified.startswith("torch.") and qualified[6:] in api.UPDATE_METHODS
                 and value.args
                 and value.args[0].keyword is None
                 and dotted_name(value.args[0].value) == key

@@ -7,6 +7,7 @@ import libcst as cst
 from torchlint import fixes
 from torchlint.analysis import Kind, Value, dotted_name
 from torchlint.analysis.torch_api import LEAF_SOURCE_TOKENS, NON_MUTATING_UNDERSCORE
+from torchlint.analysis.values import LEAF_ON_CPU
 from torchlint.rule import Fix, FixSafety, FixStyle, Rule
 
 _MESSAGE = (
@@ -29,7 +30,11 @@ class LeafInplace(Rule):
             self._check_subscript_write(node, target)
             return
         key = dotted_name(target)
-        if key is None or not self._is_leaf(self.ctx.value_of(target)):
+        value = self.ctx.value_of(target)
+        if key is None or not self._is_leaf(value):
+            return
+        if _leaf_on_cpu(value):
+            self._report_leaf_on_cpu(node, "update", key, value)
             return
         method = fixes.aug_method(node.operator)
         fix = None
@@ -49,9 +54,13 @@ class LeafInplace(Rule):
         method = func.attr.value
         if not method.endswith("_") or method.startswith("__") or method in NON_MUTATING_UNDERSCORE:
             return
-        if not self._is_leaf(self.ctx.value_of(func.value)):
+        value = self.ctx.value_of(func.value)
+        if not self._is_leaf(value):
             return
         name = fixes.source_of(func.value)
+        if _leaf_on_cpu(value):
+            self._report_leaf_on_cpu(node, f"`{method}()`", name, value)
+            return
         fix = None
         statement = self.ctx.statement
         small = statement.body[0] if isinstance(statement, cst.SimpleStatementLine) and len(statement.body) == 1 else None
@@ -62,7 +71,7 @@ class LeafInplace(Rule):
 
     def _check_subscript_write(self, node: cst.Assign | cst.AugAssign, target: cst.Subscript) -> None:
         base = target.value
-        if dotted_name(base) is None or not self._is_leaf(self.ctx.value_of(base)):
+        if dotted_name(base) is None or self.ctx.value_of(base).kind is not Kind.LEAF:
             return
         line = self.ctx.statement
         if (
@@ -101,7 +110,23 @@ class LeafInplace(Rule):
 
     @staticmethod
     def _is_leaf(value: Value) -> bool:
-        return value.kind is Kind.LEAF
+        return value.kind is Kind.LEAF or _leaf_on_cpu(value)
+
+    def _report_leaf_on_cpu(self, node: cst.CSTNode, what: str, name: str, value: Value) -> None:
+        """``loss = torch.tensor(0., requires_grad=True).to(device); loss += part``: no fix -- the
+        leaf is an accumulator, and neither `.data` nor no_grad would keep the parts' graphs."""
+        moved = _short(fixes.source_of(value.origin)) if value.origin is not None else f"{name}.to(device)"
+        mode = self.ctx.grad_mode
+        if mode.statically_disabled:
+            return
+        self.report(
+            node,
+            f"in-place {what} on `{name}` = `{moved}`: on the CPU `.to()` returns the leaf that requires grad "
+            "itself (on a GPU a copy), so this raises 'a leaf Variable that requires grad is being used in an "
+            f"in-place operation'; accumulate out of place (`{name} = {name} + ...`) or start from 0",
+            None,
+            when=None if mode.statically_enabled else mode.may_be_enabled,
+        )
 
     def _report(self, node: cst.CSTNode, what: str, name: str, fix: Fix | None) -> None:
         mode = self.ctx.grad_mode
@@ -114,3 +139,13 @@ class LeafInplace(Rule):
             fix,
             when=None if mode.statically_enabled else mode.may_be_enabled,
         )
+
+
+def _leaf_on_cpu(value: Value) -> bool:
+    """``leaf.to(device)``: a copy on a GPU, the leaf itself on the CPU."""
+    return value.kind is Kind.NONLEAF and LEAF_ON_CPU in value.tags
+
+
+def _short(source: str, limit: int = 60) -> str:
+    source = " ".join(source.split())
+    return source if len(source) <= limit else source[: limit - 3] + "..."

@@ -9,17 +9,11 @@ from torchlint.analysis.names import names_in
 from torchlint.analysis import Kind, dotted_name, keyword_arg
 from torchlint.analysis.events import EventKind
 from torchlint.analysis.torch_api import (
-    CONVERSION_METHODS, FACTORIES, PARAMETER, PARAMETER_TOKENS, TORCH_DTYPES, VARIABLE,
+    CONVERSION_METHODS, DTYPE_OF_METHOD, FACTORIES, PARAMETER, PARAMETER_TOKENS, RESHAPING_METHODS, TORCH_DTYPES,
+    VARIABLE,
 )
-from torchlint.analysis.walk import scan
 from torchlint.rule import FixSafety, Rule
 
-# Ops that, applied right after creating a leaf, leave a non-leaf copy or view.
-_VIEW_METHODS = frozenset(
-    {"view", "reshape", "t", "unsqueeze", "squeeze", "expand", "permute", "transpose", "flatten", "view_as",
-     "reshape_as", "expand_as"}
-)
-_DTYPE_OF_METHOD = {"double": "float64", "half": "float16", "bfloat16": "bfloat16"}
 
 
 class NonleafParameter(Rule):
@@ -106,7 +100,7 @@ class NonleafParameter(Rule):
                 method = node.func.attr.value
                 if depth > 0 and method == "requires_grad_":
                     return node if self._is_leaf_creation(node) else None
-                if method not in CONVERSION_METHODS and method not in _VIEW_METHODS:
+                if method not in CONVERSION_METHODS and method not in RESHAPING_METHODS:
                     return node if depth > 0 and self._is_leaf_creation(node) else None
                 node = node.func.value
             elif isinstance(node, cst.BinaryOperation):
@@ -185,9 +179,9 @@ class NonleafParameter(Rule):
             new_value = arg
         elif method == "cuda" and not value.args:
             keyword, new_value = "device", cst.SimpleString('"cuda"')
-        elif method in _DTYPE_OF_METHOD and not value.args and self.ctx.torch_name:
+        elif method in DTYPE_OF_METHOD and not value.args and self.ctx.torch_name:
             keyword = "dtype"
-            new_value = cst.Attribute(value=cst.Name(self.ctx.torch_name), attr=cst.Name(_DTYPE_OF_METHOD[method]))
+            new_value = cst.Attribute(value=cst.Name(self.ctx.torch_name), attr=cst.Name(DTYPE_OF_METHOD[method]))
         if keyword is None or new_value is None or keyword_arg(creation, keyword) is not None:
             return None
         args = list(creation.args)
@@ -209,7 +203,7 @@ class NonleafParameter(Rule):
         key = dotted_name(target)
         if key is None or self.ctx.value_of(target).kind is not Kind.LEAF:
             return
-        if _mentions_grad(value) or key not in names_in(value):
+        if self.ctx.mentions_gradient(value) or key not in names_in(value):
             return
         new_value = self.ctx.value_of(value)
         if new_value.kind is Kind.NONLEAF:
@@ -277,11 +271,9 @@ class NonleafParameter(Rule):
 def _repeats_inner_moves(value: cst.BaseExpression, creation: cst.Call) -> bool:
     """``nn.Parameter(t.to(dev)).to(dev)``: every conversion after the Parameter repeats one
     inside it, so it returns the Parameter itself (a no-op, measured)."""
-    inner = {
-        _code(call) for call in _conversion_chain(creation.args[0].value if creation.args else None)
-    }
+    inner = _conversion_chain(creation.args[0].value if creation.args else None)
     outer = _conversion_chain(value, stop=creation)
-    return bool(outer) and all(_code(call) in inner for call in outer)
+    return bool(outer) and all(any(_same_conversion(call, done) for done in inner) for call in outer)
 
 
 def _conversion_chain(node: cst.BaseExpression | None, stop: cst.CSTNode | None = None) -> list[cst.Call]:
@@ -295,11 +287,14 @@ def _conversion_chain(node: cst.BaseExpression | None, stop: cst.CSTNode | None 
     return chain
 
 
-def _code(call: cst.Call) -> str:
-    """A conversion's method and arguments, as source (the receiver left out)."""
-    assert isinstance(call.func, cst.Attribute)
-    args = ", ".join(cst.Module([]).code_for_node(arg.value) for arg in call.args)
-    return f"{call.func.attr.value}({args})"
+def _same_conversion(a: cst.Call, b: cst.Call) -> bool:
+    """The same conversion method with the same arguments (the receivers left out)."""
+    assert isinstance(a.func, cst.Attribute) and isinstance(b.func, cst.Attribute)
+    return (
+        a.func.attr.value == b.func.attr.value
+        and len(a.args) == len(b.args)
+        and all(x.value.deep_equals(y.value) for x, y in zip(a.args, b.args))
+    )
 
 
 def _without_requires_grad(args: tuple[cst.Arg, ...] | list[cst.Arg]) -> list[cst.Arg]:
@@ -312,18 +307,3 @@ def _without_requires_grad(args: tuple[cst.Arg, ...] | list[cst.Arg]) -> list[cs
 def _replace_node(root: cst.BaseExpression, old: cst.CSTNode, new: cst.CSTNode) -> cst.BaseExpression | None:
     replaced = root.deep_replace(old, new)
     return replaced if isinstance(replaced, cst.BaseExpression) else None
-
-
-def _mentions_grad(node: cst.CSTNode) -> bool:
-    found = False
-
-    class Finder(cst.CSTVisitor):
-        def visit_Attribute(self, attribute: cst.Attribute) -> None:
-            nonlocal found
-            if attribute.attr.value == "grad":
-                found = True
-
-    scan(node, Finder())
-    return found
-
-

@@ -3,38 +3,33 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import libcst as cst
 
 from torchlint import fixes
 from torchlint.analysis import Kind, Value, dotted_name
-from torchlint.analysis.torch_api import CONVERSION_METHODS
+from torchlint.analysis import torch_api as api
+from torchlint.analysis.bindings import bindings_in_scope
+from torchlint.analysis.events import backward_call, graph_root_key
 from torchlint.analysis.values import ASSUMED_TAGS
 from torchlint.rule import Fix, FixSafety, Rule
-from torchlint.rules._graph import backward_call, bindings_in_scope, graph_root_key
 from torchlint.saved_tensors import saved_tensor_table
 
-# Conversions that copy a default (float32) tensor: the result is a non-leaf on any device.
-_DTYPE_COPIES = frozenset({"double", "half", "bfloat16"})
-# Ops that may hand back their input object unchanged (``x.flatten()`` of a 1-d tensor).
-_MAY_RETURN_SELF = CONVERSION_METHODS | {"flatten", "detach", "requires_grad_", "data"}
-# Calls that cannot call ``retain_grad()`` on a tensor passed to them.
-_INERT_BUILTINS = frozenset(
-    {"print", "len", "float", "int", "str", "repr", "format", "isinstance", "type", "id", "round", "abs", "bool"}
-)
-_ARITHMETIC = (cst.Add, cst.Subtract, cst.Multiply, cst.Divide, cst.MatrixMultiply, cst.Power)
+if TYPE_CHECKING:
+    from torchlint.analysis.flow import Flow
 
 
 @dataclass(frozen=True)
 class _Backward:
-    seq: int
+    call: cst.Call
     line: cst.CSTNode | None  # the statement line holding the call
     roots: frozenset[str]  # names the backward provably goes through
 
 
 @dataclass(frozen=True)
 class _Retain:
-    seq: int
+    call: cst.Call
     scope: object
 
 
@@ -47,59 +42,40 @@ class NonleafGradRead(Rule):
 
     def __init__(self, *args: object, **kwargs: object) -> None:
         super().__init__(*args, **kwargs)  # type: ignore[arg-type]
-        self._seq = 0  # program order of the events below (functions are analysed one at a time)
+        # The events seen, by function (None: the module); their order is asked of ``ctx.flow``.
         self._backwards: dict[object, list[_Backward]] = {}
         self._retains: dict[object, list[_Retain]] = {}  # tensor identity -> retain_grad() calls
-        self._bound_at: dict[int, int] = {}  # id(value expression) -> when it was bound
         self._escaped: set[object] = set()  # tensors handed to code that might retain them
-        self._stores: set[int] = set()  # ids of `.grad` attributes that are written, not read
         self._may_retain_elsewhere = "retain_grad" in self.ctx.source
 
     # ------------------------------------------------------------ events
-    def _next(self) -> int:
-        self._seq += 1
-        return self._seq
-
     @property
     def _scope(self) -> object:
         return self.ctx.function
 
+    def _flow(self) -> Flow:
+        """Order inside the function (or module) the analysis is in."""
+        function = self.ctx.function
+        return self.ctx.flow(function.node if function is not None else self.ctx.module)
+
     def visit_Assign(self, node: cst.Assign) -> None:
-        self._bound_at[id(node.value)] = self._next()
-        for target in node.targets:
-            self._stores.add(id(target.target))
-            if isinstance(target.target, (cst.Tuple, cst.List)):
-                self._stores.update(id(element.value) for element in target.target.elements)
         if self._may_retain_elsewhere and any(isinstance(t.target, cst.Subscript) for t in node.targets):
             # Stored into a container (`acts[name] = h`): whoever reads it may retain it.
             values = node.value.elements if isinstance(node.value, (cst.Tuple, cst.List)) else [node.value]
             for value in values:
                 self._escape(value.value if isinstance(value, cst.BaseElement) else value)
 
-    def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
-        if node.value is not None:
-            self._bound_at[id(node.value)] = self._next()
-        self._stores.add(id(node.target))
-
-    def visit_AugAssign(self, node: cst.AugAssign) -> None:
-        self._bound_at[id(node)] = self._next()
-
-    def visit_Del(self, node: cst.Del) -> None:
-        self._stores.add(id(node.target))
-        if isinstance(node.target, (cst.Tuple, cst.List)):
-            self._stores.update(id(e.value) for e in node.target.elements)
-
     def visit_Call(self, node: cst.Call) -> None:
         backward = backward_call(node, self.ctx)
         if backward is not None:
             roots = frozenset(key for key in map(graph_root_key, backward.roots) if key is not None)
-            self._backwards.setdefault(self._scope, []).append(_Backward(self._next(), self.ctx.statement, roots))
+            self._backwards.setdefault(self._scope, []).append(_Backward(node, self.ctx.statement, roots))
             return
         func = node.func
         if isinstance(func, cst.Attribute) and func.attr.value == "retain_grad":
             identity = self._identity(func.value)
             if identity is not None:
-                self._retains.setdefault(identity, []).append(_Retain(self._next(), self._scope))
+                self._retains.setdefault(identity, []).append(_Retain(node, self._scope))
             return
         if self._may_retain_elsewhere and not self._is_inert(node):
             for arg in node.args:
@@ -116,7 +92,7 @@ class NonleafGradRead(Rule):
         qualified = self.ctx.qualify(func)
         if qualified is not None and qualified.split(".")[0] == "torch":
             return True
-        if isinstance(func, cst.Name) and func.value in _INERT_BUILTINS:
+        if isinstance(func, cst.Name) and func.value in api.ARGUMENT_PRESERVING_BUILTINS:
             return True
         if isinstance(func, cst.Attribute) and self.ctx.value_of(func.value).is_tensor:
             return True
@@ -136,7 +112,7 @@ class NonleafGradRead(Rule):
 
     # ------------------------------------------------------------ reads
     def visit_Attribute(self, node: cst.Attribute) -> None:
-        if node.attr.value != "grad" or id(node) in self._stores:
+        if node.attr.value != "grad" or self.ctx.is_assignment_target(node):
             return
         base = node.value
         key = dotted_name(base)
@@ -149,32 +125,35 @@ class NonleafGradRead(Rule):
                 return
             inferred = True
         identity = self._identity(base)
-        read_at = self._next()
-        bound_at = self._binding_time(base, value)
+        bound_at = self._binding(base, value)
         retains = self._retains.get(identity, [])
         late = False
         if retains or "retains-grad" in value.tags:
-            late = self._retained_too_late(retains, bound_at, read_at)
+            late = self._retained_too_late(retains, bound_at, node)
             if not late:
                 return
         elif inferred or (self._may_retain_elsewhere and identity in self._escaped):
             return
-        self._report(node, base, key, self._fix(base, key, bound_at, read_at), late)
+        self._report(node, base, key, self._fix(base, key, bound_at, node), late)
 
-    def _binding_time(self, base: cst.BaseExpression, value: Value) -> int | None:
-        """When the tensor ``base`` holds was bound (for a name with no analysed value: its one assignment)."""
-        if value.origin is not None:
-            return self._bound_at.get(id(value.origin))
-        if isinstance(base, cst.Name):
+    def _binding(self, base: cst.BaseExpression, value: Value) -> cst.CSTNode | None:
+        """Where the tensor ``base`` holds was made, in the body the analysis is in (for a name
+        with no analysed value: its one assignment); None when not there."""
+        origin = value.origin
+        if origin is None and isinstance(base, cst.Name):
             assignment = bindings_in_scope(self.ctx, base.value).single_assignment()
-            if assignment is not None:
-                return self._bound_at.get(id(assignment.value))
-        return None
+            origin = assignment.value if assignment is not None else None
+        return origin if origin is not None and self._flow().contains(origin) else None
+
+    def _backwards_between(self, bound_at: cst.CSTNode, read: cst.CSTNode) -> list[_Backward]:
+        """The backward calls of this body that run after ``bound_at`` and before ``read``."""
+        flow = self._flow()
+        return [b for b in self._backwards.get(self._scope, ()) if flow.between(b.call, bound_at, read)]
 
     def _is_nonleaf(self, key: str, value: Value) -> bool:
         if value.kind is not Kind.NONLEAF:
             return False
-        if value.tags & ASSUMED_TAGS and self._leafed_in_scope(key):
+        if value.tags & ASSUMED_TAGS and self.ctx.made_leaf_in_scope(key):
             # Computed from tensors only assumed to require grad, then made a leaf on purpose.
             return False
         if "device-dependent" in value.tags:
@@ -184,7 +163,7 @@ class NonleafGradRead(Rule):
             return (
                 isinstance(origin, cst.Call)
                 and isinstance(origin.func, cst.Attribute)
-                and origin.func.attr.value in _DTYPE_COPIES
+                and origin.func.attr.value in api.DTYPE_COPYING_METHODS
             )
         return True
 
@@ -200,13 +179,13 @@ class NonleafGradRead(Rule):
         assignment = bindings_in_scope(self.ctx, name).single_assignment()
         if assignment is None or not self._is_op_result(assignment.value):
             return False
-        if self._leafed_in_scope(name):
+        if self.ctx.made_leaf_in_scope(name):
             return False
         return any(name in b.roots for b in self._backwards.get(self._scope, ()))
 
     def _is_op_result(self, expr: cst.BaseExpression) -> bool:
         if isinstance(expr, cst.BinaryOperation):
-            return isinstance(expr.operator, _ARITHMETIC)
+            return type(expr.operator).__name__ in api.OPERATOR_OPS
         if not isinstance(expr, cst.Call):
             return False
         qualified = self.ctx.qualify(expr.func)
@@ -215,24 +194,17 @@ class NonleafGradRead(Rule):
             return qualified.startswith("torch.") and saved_tensor_table().op(name) is not None
         if isinstance(expr.func, cst.Attribute):
             method = expr.func.attr.value
-            return method not in _MAY_RETURN_SELF and saved_tensor_table().op(method) is not None
+            return method not in api.MAY_RETURN_SELF_METHODS and saved_tensor_table().op(method) is not None
         return False
 
-    def _leafed_in_scope(self, name: str) -> bool:
-        """``name.requires_grad_()`` / ``name.requires_grad = ...`` / ``name.detach_()`` anywhere here."""
-        body = self.ctx.function.node.body if self.ctx.function is not None else self.ctx.module
-        source = self.ctx.module.code_for_node(body)
-        return any(f"{name}.{attr}" in source for attr in ("requires_grad", "detach_"))
-
-    def _retained_too_late(self, retains: list[_Retain], bound_at: int | None, read_at: int) -> bool:
+    def _retained_too_late(self, retains: list[_Retain], bound_at: cst.CSTNode | None, read: cst.CSTNode) -> bool:
         """True only when the tensor was bound, then backpropagated, and only then retained,
         with no ``backward()`` between the first ``retain_grad()`` and the read (all in this scope)."""
-        scope = self._scope
-        if not retains or bound_at is None or any(r.scope is not scope for r in retains):
+        if not retains or bound_at is None or any(r.scope is not self._scope for r in retains):
             return False
-        first_retain = min(r.seq for r in retains)
-        backwards = [b.seq for b in self._backwards.get(scope, ()) if bound_at < b.seq < read_at]
-        return bool(backwards) and all(seq < first_retain for seq in backwards)
+        flow = self._flow()
+        backwards = self._backwards_between(bound_at, read)
+        return bool(backwards) and all(all(flow.before(b.call, r.call) for r in retains) for b in backwards)
 
     # ------------------------------------------------------------ report
     def _report(self, node: cst.Attribute, base: cst.BaseExpression, key: str, fix: Fix | None, late: bool) -> None:
@@ -248,11 +220,11 @@ class NonleafGradRead(Rule):
             )
         self.report(node, message, fix)
 
-    def _fix(self, base: cst.BaseExpression, key: str, bound_at: int | None, read_at: int) -> Fix | None:
+    def _fix(self, base: cst.BaseExpression, key: str, bound_at: cst.CSTNode | None, read: cst.CSTNode) -> Fix | None:
         """Insert ``y.retain_grad()`` on its own line right before the ``backward()`` the read follows."""
         if bound_at is None:
             return None
-        candidates = [b for b in self._backwards.get(self._scope, ()) if bound_at < b.seq < read_at]
+        candidates = self._backwards_between(bound_at, read)
         if not candidates:
             return None
         line = candidates[-1].line

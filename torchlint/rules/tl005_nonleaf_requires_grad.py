@@ -10,10 +10,11 @@ import libcst as cst
 
 from torchlint import fixes
 from torchlint.analysis import Kind, Value, dotted_name, positional_args
+from torchlint.analysis.bindings import bindings_in_scope
+from torchlint.analysis.events import backward_call, graph_root_key
 from torchlint.analysis.values import ASSUMED_TAGS
 from torchlint.analysis.walk import scan
 from torchlint.rule import Fix, FixSafety, Rule
-from torchlint.rules._graph import backward_call, bindings_in_scope, graph_root_key
 
 _NONLEAF_ERROR = "you can only change requires_grad flags of leaf variables."
 # Calls that build a new tensor from plain data: never a graph.

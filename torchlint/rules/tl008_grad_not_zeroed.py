@@ -18,10 +18,10 @@ import libcst as cst
 
 from torchlint import fixes
 from torchlint.analysis import FunctionInfo, Kind, TENSOR_KINDS, Value, dotted_name, positional_args
-from torchlint.analysis.events import EventKind, is_optimizer, last_name, may_hide_autograd
+from torchlint.analysis.events import EventKind, gradient_reads, is_optimizer, last_name, may_hide_autograd
+from torchlint.analysis.flow import Flow
 from torchlint.analysis.names import through_grad
 from torchlint.analysis.torch_api import NON_MUTATING_UNDERSCORE
-from torchlint.analysis.walk import scan
 from torchlint.rule import Fix, FixSafety, Rule
 
 # Names a call to code we cannot see into may carry when it resets gradients.
@@ -56,15 +56,10 @@ def _root_name(expr: cst.BaseExpression) -> str | None:
 def _grad_owners(node: cst.CSTNode) -> list[str]:
     """Dotted names ``w`` whose ``w.grad`` is read somewhere in ``node``."""
     owners: list[str] = []
-
-    class Finder(cst.CSTVisitor):
-        def visit_Attribute(self, attribute: cst.Attribute) -> None:
-            if attribute.attr.value == "grad":
-                owner = dotted_name(attribute.value)
-                if owner is not None and owner not in owners:
-                    owners.append(owner)
-
-    scan(node, Finder())
+    for attribute in gradient_reads(node):
+        owner = dotted_name(attribute.value)
+        if owner is not None and owner not in owners:
+            owners.append(owner)
     return owners
 
 
@@ -136,6 +131,7 @@ class GradNotZeroed(Rule):
         self._loops: dict[int, _Loop] = {}
         self._order: list[_Loop] = []
         self._functions: dict[int, _Facts] = {}
+        self._backwards: list[cst.Call] = []  # every backward() (any spelling: ``ctx.autograd_event``)
 
     # ------------------------------------------------------------ bookkeeping
     def _enclosing(self) -> list[_Facts]:
@@ -172,7 +168,8 @@ class GradNotZeroed(Rule):
     def visit_While(self, node: cst.While) -> None:
         self._enter_loop(node)
 
-    def _record_backward(self) -> None:
+    def _record_backward(self, call: cst.Call) -> None:
+        self._backwards.append(call)
         for facts in self._enclosing():
             facts.backward = True
         function = self._function_facts()
@@ -208,7 +205,7 @@ class GradNotZeroed(Rule):
         event = self.ctx.autograd_event(node)
         if event is not None:
             if event.kind is EventKind.BACKWARD:
-                self._record_backward()
+                self._record_backward(node)
             elif event.kind is EventKind.ZERO_GRAD:
                 self._record_zeroing(event.subject)
             elif event.kind is EventKind.STEP:
@@ -474,7 +471,9 @@ class GradNotZeroed(Rule):
 
     def _set_to_none_fix(self, loop: _Loop, updates: list[_Update]) -> Fix | None:
         replacements = []
-        order = _BodyOrder(loop.node.body)
+        flow = self.ctx.flow(loop.node)
+        reads = gradient_reads(loop.node.body)
+        backwards = [call for call in self._backwards if flow.contains(call)]
         reset: list[str] = []
         for update in updates:
             line = update.line
@@ -483,7 +482,7 @@ class GradNotZeroed(Rule):
             owners = [o for o in update.grad_owners if o not in loop.facts.zeroed]
             if not owners:
                 continue
-            if any(order.unsafe_to_reset(owner, line) for owner in owners):
+            if any(_unsafe_to_reset(flow, reads, backwards, owner, line) for owner in owners):
                 return None
             resets = [cst.parse_statement(self._reset_statement(owner)) for owner in owners]
             replacements.append((line, cst.FlattenSentinel([line, *resets])))
@@ -514,36 +513,16 @@ def _bound_names(target: cst.BaseExpression) -> set[str]:
     return {key} if key is not None else set()
 
 
-class _BodyOrder(cst.CSTVisitor):
-    """Document order of ``backward()`` calls, ``.grad`` reads and statement lines in a loop body."""
-
-    def __init__(self, body: cst.BaseSuite) -> None:
-        self.events: list[tuple[str, object]] = []
-        scan(body, self)
-
-    def visit_SimpleStatementLine(self, node: cst.SimpleStatementLine) -> None:
-        self.events.append(("line", node))
-
-    def visit_Call(self, node: cst.Call) -> None:
-        if isinstance(node.func, cst.Attribute) and node.func.attr.value == "backward":
-            self.events.append(("backward", node))
-
-    def visit_Attribute(self, node: cst.Attribute) -> None:
-        if node.attr.value == "grad":
-            self.events.append(("grad", dotted_name(node.value)))
-
-    def unsafe_to_reset(self, owner: str, line: cst.SimpleStatementLine) -> bool:
-        """Resetting ``owner.grad`` right after ``line`` breaks a read of it later in the
-        iteration, or in the next one before ``backward()`` recreates it."""
-        start = next(i for i, (kind, node) in enumerate(self.events) if kind == "line" and node is line)
-        end = start + 1
-        while end < len(self.events) and self.events[end][0] != "line":
-            end += 1  # events inside the update line itself
-        if any(kind == "grad" and name == owner for kind, name in self.events[end:]):
-            return True
-        for kind, name in self.events:
-            if kind == "backward":
-                return False
-            if kind == "grad" and name == owner:
-                return True
+def _unsafe_to_reset(
+    flow: Flow, reads: list[cst.Attribute], backwards: list[cst.Call], owner: str, line: cst.SimpleStatementLine
+) -> bool:
+    """Resetting ``owner.grad`` right after ``line`` (in one iteration: ``flow``) breaks a read of
+    it later in the iteration, or in the next one before a ``backward()`` recreates it."""
+    inside = {id(read) for read in gradient_reads(line)}
+    own = [read for read in reads if dotted_name(read.value) == owner]
+    if any(flow.before(line, read) and id(read) not in inside for read in own):
         return True
+    first_backward = min((flow.place(call).order for call in backwards), default=None)  # type: ignore[union-attr]
+    if first_backward is None:
+        return True
+    return any(flow.place(read).order < first_backward for read in own if flow.place(read) is not None)  # type: ignore[union-attr]

@@ -13,11 +13,11 @@ from __future__ import annotations
 import libcst as cst
 
 from torchlint import fixes
-from torchlint.analysis import Kind, Value
+from torchlint.analysis import Value
 from torchlint.analysis.torch_api import NON_MUTATING_UNDERSCORE
+from torchlint.analysis.values import NON_TENSOR_KINDS
 from torchlint.rule import Fix, FixSafety, FixStyle, Rule
 
-_NOT_TENSORS = frozenset({Kind.MODULE, Kind.OPTIMIZER, Kind.OBJECT, Kind.COLLECTION, Kind.NUMBER})
 INPLACE, AUG, INDEX_WRITE, STORAGE, READ = "in-place", "augmented", "indexed write", "storage swap", "read"
 
 
@@ -76,7 +76,7 @@ class PreferNoGradOverData(Rule):
         if self.ctx.qualify(receiver) is not None:
             return  # a module path: torch.utils.data
         value = self.ctx.value_of(receiver)
-        if value.kind in _NOT_TENSORS:
+        if value.kind in NON_TENSOR_KINDS:
             return
         known = self._known_tensor(receiver, value)
         usage, statement = self._contexts.get(id(node), (READ, None))

@@ -11,8 +11,6 @@ from torchlint.analysis.values import ASSUMED_TAGS
 from torchlint.rule import Fix, FixSafety, Rule
 
 _M6 = "Can't call numpy() on Tensor that requires grad"
-# Receivers that may be a copy to the CPU: the fix detaches before the copy (`x.detach().cpu()`).
-_CPU_COPIES = frozenset({"cpu"})
 
 
 class NumpyOfGradTensor(Rule):
@@ -93,7 +91,7 @@ def _detached(expr: cst.BaseExpression) -> cst.BaseExpression:
     if (
         type(expr) is cst.Call
         and type(expr.func) is cst.Attribute
-        and expr.func.attr.value in _CPU_COPIES
+        and expr.func.attr.value in api.CPU_COPY_METHODS
         and not expr.args
     ):
         inner = expr.func.value

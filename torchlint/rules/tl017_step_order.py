@@ -21,10 +21,9 @@ import libcst as cst
 
 from torchlint import fixes
 from torchlint.analysis import Kind, dotted_name
-from torchlint.analysis.events import EventKind, EventLog, is_optimizer
+from torchlint.analysis.events import EventKind, EventLog, gradient_reads, is_optimizer
 from torchlint.analysis.flow import Flow
 from torchlint.analysis.names import names_in
-from torchlint.analysis.walk import scan
 from torchlint.rule import Rule
 
 
@@ -123,7 +122,7 @@ class StepOrder(Rule):
         last = max(backwards, key=lambda b: flow.place(b).order)  # type: ignore[union-attr]
         if not any(flow.dominates(first.call, last) for first in firsts):
             return
-        between = [*self._log.hidden_calls_in(flow), *self._log.gradient_writes_in(flow), *_gradient_reads(body),
+        between = [*self._log.hidden_calls_in(flow), *self._log.gradient_writes_in(flow), *gradient_reads(body),
                    *(step.call for step in self._steps)]  # (another optimizer's step may own those parameters)
         if any(flow.between(node, last, second.call) for node in between):
             return
@@ -217,15 +216,3 @@ def _deeper_loop(flow: Flow, node: cst.CSTNode, depth: int) -> bool:
     place = flow.place(node)
     return place is not None and any(frame.loop for frame in place.frames[depth:])
 
-
-def _gradient_reads(body: cst.CSTNode) -> list[cst.CSTNode]:
-    """Every ``x.grad`` in ``body`` (asked only where a discarded backward is suspected)."""
-    found: list[cst.CSTNode] = []
-
-    class Finder(cst.CSTVisitor):
-        def visit_Attribute(self, node: cst.Attribute) -> None:
-            if node.attr.value == "grad":
-                found.append(node)
-
-    scan(body, Finder())
-    return found

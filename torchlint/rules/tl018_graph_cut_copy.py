@@ -13,8 +13,6 @@ from torchlint.rule import Fix, FixSafety, Rule
 
 _WARNING = "To copy construct from a tensor, it is recommended to use sourceTensor.detach().clone()"
 _LIST_WARNING = "Converting a tensor with requires_grad=True to a scalar may lead to unexpected behavior"
-# Keywords of `torch.tensor` a fix can hand to `.to(...)`.
-_CONVERSION_KEYWORDS = frozenset({"dtype", "device"})
 
 
 class GraphCutCopy(Rule):
@@ -63,7 +61,7 @@ class GraphCutCopy(Rule):
         a list literal of tensors -> ``torch.stack([...])``."""
         keywords = [arg for arg in node.args if arg.keyword is not None]
         positional = [arg for arg in node.args if arg.keyword is None]
-        if len(positional) != 1 or positional[0].star or any(a.keyword.value not in _CONVERSION_KEYWORDS for a in keywords):
+        if len(positional) != 1 or positional[0].star or any(a.keyword.value not in api.CONVERSION_KEYWORDS for a in keywords):
             return None
         if value.is_tensor:
             kept: cst.BaseExpression = fixes.atom(data)  # the call may sit inside a larger expression
