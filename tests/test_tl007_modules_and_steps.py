@@ -371,6 +371,33 @@ class FactorLoss:
 
 FactorLoss()(torch.randn(16, 2), G, opt_G)
 """, True),
+    # SinGAN: G's steps in a loop over one `fake` made before it; from the second iteration on
+    # the retained backward goes through G's forward again
+    "steps_in_a_loop_over_one_forward": ("""\
+fake = G(torch.randn(16, 2))
+for j in range(3):
+    opt_G.zero_grad()
+    err_G = -D(fake).mean()
+    err_G.backward(retain_graph=True)
+    opt_G.step()  # M4
+""", True),
+    "steps_in_a_loop_forward_again_each_iteration": ("""\
+fake = G(torch.randn(16, 2))
+for j in range(3):
+    opt_G.zero_grad()
+    err_G = -D(fake).mean()
+    err_G.backward(retain_graph=True)
+    opt_G.step()
+    fake = G(torch.randn(16, 2))
+""", False),
+    "d_steps_in_a_loop_over_one_fake": ("""\
+fake = G(torch.randn(16, 2)).detach()
+for j in range(3):
+    opt_D.zero_grad()
+    err_D = bce(D(fake), zeros) + bce(D(real), ones)
+    err_D.backward(retain_graph=True)
+    opt_D.step()
+""", False),
     # SAC: optimizers built in __init__ by a class handed in, the policy loss through Q first
     "optimizer_attribute_from_init": ("""\
 class Trainer:

@@ -82,6 +82,8 @@ class ModuleGraph:
         # Modules some ``torch.optim`` optimizer built in the file updates.
         self.optimized_keys: set[str] = set()
         self.serial = 0
+        self.bindings = 0  # counts bindings: ``_bound_at`` tells when a name was last bound
+        self._bound_at: dict[tuple[object, str], int] = {}
 
     # ------------------------------------------------------------ questions
     def forwards_of(self, expr: cst.CSTNode) -> frozenset[Forward]:
@@ -123,6 +125,15 @@ class ModuleGraph:
         if found is None and key.startswith("self.") and function is not None and function.cls is not None:
             found = self._assigned.get((function.cls, key))
         return found
+
+    def held_since(self, forward: Forward, bindings: int) -> bool:
+        """Some name of this function bound no later than binding number ``bindings`` (the start of
+        a loop) still holds a value computed through ``forward``."""
+        function = self._ctx.function
+        return any(
+            slot[0] is function and forward in forwards and self._bound_at.get(slot, 0) <= bindings
+            for slot, forwards in self._through.items()
+        )
 
     def is_module_key(self, key: str) -> bool:
         """Something in the file treats ``key`` as a module (its parameters, ``train()`` ...)."""
@@ -188,6 +199,8 @@ class ModuleGraph:
             return
         function = self._ctx.function
         slot = (function, key)
+        self.bindings += 1
+        self._bound_at[slot] = self.bindings
         if forwards:
             self._through[slot] = forwards
         else:

@@ -20,7 +20,7 @@ the analysis's (``ctx.autograd_event``).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import libcst as cst
 
@@ -127,6 +127,17 @@ class _Step:
     statement: cst.CSTNode | None
 
 
+@dataclass
+class _Loop:
+    """A loop being analysed: its steps and the graphs its retained backward() calls reached."""
+
+    scope: object
+    serial: int  # the module graph's serial before the loop: forwards up to it were made before it
+    bindings: int  # the module graph's binding count before the loop
+    steps: list[_Step] = field(default_factory=list)
+    retained: list[frozenset[Forward]] = field(default_factory=list)
+
+
 class SavedTensorInplace(Rule):
     code = "TL007"
     name = "saved-tensor-inplace"
@@ -154,6 +165,7 @@ class SavedTensorInplace(Rule):
         self._steps: dict[object, list[_Step]] = {}  # scope -> steps waiting for a backward()
         self._freed: dict[object, set[int]] = {}  # scope -> forwards (call ids) a backward() freed
         self._retained: dict[object, frozenset[Forward]] = {}  # scope -> the graph the last backward() kept
+        self._loops: list[_Loop] = []  # the loops being analysed, innermost last
 
     # ------------------------------------------------------------ blocks
     def visit_Module(self, node: cst.Module) -> None:
@@ -303,7 +315,18 @@ class SavedTensorInplace(Rule):
             if key is not None:
                 self._bound.pop((self._scope, key), None)
 
+    def visit_While(self, node: cst.While) -> None:
+        if self._graph is not None:
+            self._loops.append(_Loop(self._scope, self._graph.serial, self._graph.bindings))
+
+    def leave_While(self, node: cst.While) -> None:
+        if self._graph is not None:
+            self._second_iteration(self._loops.pop())
+
+    leave_For = leave_While
+
     def visit_For(self, node: cst.For) -> None:
+        self.visit_While(node)  # type: ignore[arg-type]
         self._unbind(node.target)
 
     def visit_WithItem(self, node: cst.WithItem) -> None:
@@ -600,6 +623,9 @@ class SavedTensorInplace(Rule):
             return
         step = _Step(node, self._graph.serial, modules, retained, self.ctx.statement)
         self._steps.setdefault(self._scope, []).append(step)
+        for loop in self._loops:
+            if loop.scope is self._scope:
+                loop.steps.append(step)
 
     def _backward_after_steps(self, node: cst.Call, loss: cst.BaseExpression, keeps_graph: bool) -> None:
         """A backward() from ``loss``: report the steps before it that changed parameters its graph saved."""
@@ -615,6 +641,9 @@ class SavedTensorInplace(Rule):
                 continue
             pending.remove(step)
             self._report_step(step, hit)
+        for loop in self._loops:
+            if keeps_graph and loop.scope is self._scope:
+                loop.retained.append(reached)
         if keeps_graph:
             self._retained[self._scope] = reached
         else:
@@ -638,11 +667,28 @@ class SavedTensorInplace(Rule):
             hits = [f for f in stale if f in step.retained and f.module in stepped]
         return min(hits, key=lambda forward: forward.serial) if hits else None
 
+    def _second_iteration(self, loop: _Loop) -> None:
+        """A retained backward() in a loop through a forward made before the loop runs again on
+        the next iteration, after the loop's step changed that forward's module (SinGAN's G steps
+        over one ``fake``)."""
+        graph = self._graph
+        assert graph is not None
+        for step in loop.steps:
+            if step.modules is None:
+                continue
+            for reached in loop.retained:
+                hits = [f for f in reached if f.serial <= loop.serial and f.saves_parameters
+                        and any(related(f.module, m) for m in step.modules)
+                        and graph.held_since(f, loop.bindings)]  # (not rebound in the loop)
+                if hits:
+                    self._report_step(step, min(hits, key=lambda forward: forward.serial), next_iteration=True)
+                    break
+
     def _exclusive(self, a: cst.CSTNode, b: cst.CSTNode) -> bool:
         function = self.ctx.function
         return self.ctx.flow(function.node if function is not None else self.ctx.module).exclusive(a, b)
 
-    def _report_step(self, step: _Step, forward: Forward) -> None:
+    def _report_step(self, step: _Step, forward: Forward, next_iteration: bool = False) -> None:
         if id(step.node) in self._reported:
             return
         self._reported.add(id(step.node))
@@ -651,7 +697,8 @@ class SavedTensorInplace(Rule):
             stepped = next((m for m in sorted(step.modules) if related(m, forward.module)), forward.module)
             message = (
                 f"`{call}` changes the parameters of `{stepped}` in place, but `{module}` saved them "
-                f"for a backward() that runs after the step: backward() raises '{M4}'; call step() after every "
+                f"for a backward() that runs after the step{' (on the next iteration of the loop)' if next_iteration else ''}: "
+                f"backward() raises '{M4}'; call step() after every "
                 "backward() through the graph, or compute the loss again after the step"
             )
         else:
