@@ -112,3 +112,18 @@ def test_places_know_unconditional_and_handled_code() -> None:
     assert not flow.place(calls["m"]).unconditional
     assert flow.place(calls["b"]).unconditional and flow.place(calls["b"]).errors_handled
     assert not flow.place(calls["a"]).errors_handled
+
+
+@pytest.mark.parametrize(
+    "body, exclusive",
+    [
+        ("if c:\n        a()\n    else:\n        b()\n", True),
+        ("if c:\n        a()\n    elif d:\n        b()\n", True),
+        ("if c:\n        a()\n    if d:\n        b()\n", False),  # two ifs in a row
+        ("if c:\n        a()\n        b()\n", False),
+        ("try:\n        a()\n    except E:\n        b()\n", True),
+    ],
+)
+def test_exclusive_branches(body: str, exclusive: bool) -> None:
+    flow, calls = loop_flow("for i in r:\n    " + body)
+    assert flow.exclusive(calls["a"], calls["b"]) is exclusive

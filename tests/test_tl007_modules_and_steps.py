@@ -185,3 +185,26 @@ def test_in_a_module_attribute_and_forward() -> None:
         Net()(x).sum().backward()
         """)
     _check(source, True)
+
+
+# The real shapes of the optimizer-step mistake (corpus/dev/github2.toml) and their correct
+# look-alikes: each `case_<name>` function of the fixture tests/fixtures/TL007/real_steps.py is run
+# as a whole program (the fixture's set-up, then the function's body) with torch.
+_REAL_STEPS = (Path(__file__).parent / "fixtures" / "TL007" / "real_steps.py").read_text()
+STEP_PRELUDE, *_CASES = _REAL_STEPS.split("\n\ndef case_")
+
+
+def _step_program(case: str) -> tuple[str, bool]:
+    """(the case's body as a program after the set-up, whether it is marked to raise M4)."""
+    body = textwrap.dedent(case.split("\n", 1)[1])
+    lines = [line.split("  # expect: TL007:")[0] + "  # M4" if "# expect: TL007:" in line else line
+             for line in body.splitlines()]
+    return STEP_PRELUDE + "\n" + "\n".join(lines) + "\n", "# case: positive" in body
+
+
+STEPS = {case.split("(", 1)[0]: _step_program(case) for case in _CASES}
+
+
+@pytest.mark.parametrize("name", sorted(STEPS))
+def test_real_optimizer_step_shapes_agree_with_torch(name: str) -> None:
+    _check(*STEPS[name])

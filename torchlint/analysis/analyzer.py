@@ -42,6 +42,7 @@ from torchlint.analysis.flow import Flow
 from torchlint.analysis.functions import Functions, _GradReadCollector
 from torchlint.analysis.grad_modes import GradModes
 from torchlint.analysis.loop_graph import LoopGraph, loop_graph
+from torchlint.analysis.module_graph import ModuleGraph
 from torchlint.analysis.names import ImportTable, keyword_arg, positional_args
 from torchlint.analysis.scopes import ENABLED, BindingTable, FunctionInfo, GradMode, Scope
 from torchlint.analysis.uses import ValueFlow
@@ -113,6 +114,8 @@ class Analyzer(Dispatch, Functions, BindingState, ControlFlow, GradModes, Evalua
         self._returns: list[Value] = []
         self._value_flows: dict[int, ValueFlow] = {}  # escape analysis per region, see ``value_flow``
         self._flows: dict[int, tuple[cst.CSTNode, Flow]] = {}
+        # Which modules values went through (``module_graph.py``), tracked once a rule asks.
+        self.module_graph: ModuleGraph | None = None
         self._binding_tables: dict[int, tuple[cst.CSTNode, BindingTable]] = {}
         self._init_facts()
 
@@ -182,6 +185,13 @@ class Analyzer(Dispatch, Functions, BindingState, ControlFlow, GradModes, Evalua
         if flow is None or flow.region is not region:
             flow = self._value_flows[id(region)] = ValueFlow(self, region)
         return flow
+
+    def track_module_graph(self) -> ModuleGraph:
+        """Start tracking which modules values go through and which modules optimizers update
+        (``analysis/module_graph.py``); call before the walk (from a rule's ``__init__``)."""
+        if self.module_graph is None:
+            self.module_graph = ModuleGraph(self)
+        return self.module_graph
 
     def flow(self, root: cst.CSTNode) -> Flow:
         """Order, dominance and exits inside ``root`` (a loop: one iteration; a function: one

@@ -106,6 +106,10 @@ class BindingState:
 
     def _leave_Assign(self, node: cst.Assign) -> None:
         value = self.value_of(node.value)
+        graph = self.module_graph
+        if graph is not None:
+            for target in node.targets:
+                graph.bind(target.target, node.value)
         for target in node.targets:
             if self._is_requires_grad_flag(target.target):
                 self._note_requires_grad_flag(target.target.value, literal_bool(node.value))  # type: ignore[attr-defined]
@@ -140,10 +144,14 @@ class BindingState:
             self.scope.bind(key, UNKNOWN)
 
     def _leave_AnnAssign(self, node: cst.AnnAssign) -> None:
+        if node.value is not None and self.module_graph is not None:
+            self.module_graph.bind(node.target, node.value)
         if node.value is not None:
             self._bind_target(node.target, self.value_of(node.value), node.value)
 
     def _leave_AugAssign(self, node: cst.AugAssign) -> None:
+        if self.module_graph is not None:
+            self.module_graph.add(node.target, node.value)  # `total += loss`
         key = dotted_name(node.target)
         if key is None:
             return
@@ -160,6 +168,8 @@ class BindingState:
             self.scope.bind(key, self._derived([current, operand], node))
 
     def _leave_NamedExpr(self, node: cst.NamedExpr) -> None:
+        if self.module_graph is not None:
+            self.module_graph.bind(node.target, node.value)
         self._bind_target(node.target, self.value_of(node.value), node.value)
 
     def _leave_Del(self, node: cst.Del) -> None:
@@ -169,13 +179,22 @@ class BindingState:
             key = dotted_name(target_node)
             if key is not None:
                 self.scope.bind(key, UNKNOWN)
+            if self.module_graph is not None:
+                self.module_graph.unbind(target_node)
 
     def _leave_Call(self, node: cst.Call) -> None:
         """In-place state changes of a named tensor: ``w.requires_grad_()``, ``w.detach_()``."""
         func = node.func
+        graph = self.module_graph
+        if graph is not None:
+            graph.note_call(node)
         if not isinstance(func, cst.Attribute):
             return
         method = func.attr.value
+        if graph is not None:
+            if method in api.STORING_METHODS:
+                for arg in node.args:
+                    graph.add(func.value, arg.value)  # `outputs.append(D(x))`
         if method in _BACKWARD_SPELLINGS:
             self._note_backpropagated(node)
         elif method in api.MODULE_EVIDENCE_METHODS:
@@ -222,6 +241,8 @@ class BindingState:
             self.scope.bind(key, current.tagged(BACKPROPAGATED))
 
     def _bind_loop_target(self, target: cst.BaseExpression, iterable: cst.BaseExpression) -> None:
+        if self.module_graph is not None:
+            self.module_graph.bind_loop_target(target, iterable)
         self._bind_target(target, self._element_of(iterable, target), None)
 
     def _element_of(self, iterable: cst.BaseExpression, target: cst.BaseExpression) -> Value:

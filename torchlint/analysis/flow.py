@@ -165,6 +165,18 @@ class Flow:
             shared += 1
         return not any(frame.conditional for frame in pa.frames[shared:])
 
+    def exclusive(self, a: cst.CSTNode, b: cst.CSTNode) -> bool:
+        """``a`` and ``b`` sit in different branches of one statement (``if``/``else``, two
+        ``match`` cases, a ``try`` body and its handler): no pass runs both.  Two ``if``
+        statements one after the other are not exclusive."""
+        pa, pb = self.place(a), self.place(b)
+        if pa is None or pb is None:
+            return False
+        for fa, fb in zip(pa.frames, pb.frames):
+            if fa != fb:
+                return fa.node_id == fb.node_id
+        return False
+
     def between(self, node: cst.CSTNode, a: cst.CSTNode, b: cst.CSTNode) -> bool:
         """``node`` may run after ``a`` and before ``b`` (source order, within one pass)."""
         p, pa, pb = self.place(node), self.place(a), self.place(b)

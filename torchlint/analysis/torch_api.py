@@ -213,6 +213,8 @@ FORMATTING_METHODS = frozenset(
 GRAPH_CUTTING_FACTORIES = frozenset({"torch.tensor", "torch.Tensor", "torch.FloatTensor"})
 # torch functions that store their argument somewhere else.
 STORING_FUNCTIONS = frozenset({"torch.save"})
+# Container methods that store their arguments in the receiver (``losses.append(loss)``).
+STORING_METHODS = frozenset({"append", "extend", "insert", "add", "update", "setdefault"})
 
 # ---------------------------------------------------------------- calls that never touch gradients
 # Builtins that neither change their arguments nor run code of the file on them (they cannot

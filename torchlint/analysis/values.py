@@ -72,6 +72,11 @@ class Value:
         return self.kind in GRAD_KINDS
 
     @property
+    def certainly_requires_grad(self) -> bool:
+        """Requires grad, and not just by the guess that made an assumed leaf."""
+        return self.requires_grad and not self.tags & ASSUMED_TAGS
+
+    @property
     def is_tensor(self) -> bool:
         return self.kind in TENSOR_KINDS
 

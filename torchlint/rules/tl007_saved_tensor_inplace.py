@@ -20,26 +20,22 @@ the analysis's (``ctx.autograd_event``).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import libcst as cst
 
 from torchlint import fixes
-from torchlint.analysis import Kind, Value, dotted_name, keyword_arg, positional_args
+from torchlint.analysis import Kind, dotted_name, keyword_arg, positional_args
+from torchlint.analysis.events import EventKind
+from torchlint.analysis.module_graph import Forward, related, value_children
 from torchlint.analysis.scopes import CALLED_WITH_GRAD_BY_FRAMEWORK
 from torchlint.analysis.torch_api import (
-    CONTAINER_MODULES,
     NON_MUTATING_UNDERSCORE,
-    OPTIMIZER_PREFIX,
-    PARAMETER_SOURCES,
-    PARAMETERLESS_MODULE_SUFFIXES,
-    PARAMETERLESS_MODULES,
+    STORING_METHODS,
 )
-from torchlint.analysis.values import ASSUMED_TAGS
 from torchlint.analysis.flow import Flow
-from torchlint.analysis.walk import children, node_types_under
+from torchlint.analysis.walk import node_types_under
 from torchlint.rule import Fix, FixSafety, Rule
-from torchlint.analysis.events import EventKind
 from torchlint.saved_tensors import (
     BOTH,
     DIVISOR,
@@ -93,6 +89,7 @@ TORCH_INPLACE_FUNCTIONS = frozenset("sigmoid relu tanh exp sqrt rsqrt reciprocal
 
 Identity = object  # id() of the expression that produced a value, or (id, index) for unpacked tuples
 _NO_DEPS: frozenset[int] = frozenset()
+_NO_FORWARDS: frozenset[Forward] = frozenset()
 _NAMES = node_types_under(cst.Name, cst.Attribute)
 # Expressions whose value depends on no other value.
 _WITHOUT_DEPS = node_types_under(cst.Name, cst.BaseNumber, cst.BaseString, cst.Lambda)
@@ -100,8 +97,6 @@ _WITHOUT_DEPS = node_types_under(cst.Name, cst.BaseNumber, cst.BaseString, cst.L
 _OP_RESULTS = node_types_under(cst.Call, cst.BinaryOperation, cst.UnaryOperation)
 # Kinds that are never tensors: no version counter to bump.
 _NOT_TENSORS = frozenset({Kind.NUMBER, Kind.COLLECTION, Kind.MODULE, Kind.OPTIMIZER, Kind.OBJECT})
-# Container methods that store their arguments in the receiver.
-_STORING_METHODS = frozenset({"append", "extend", "insert", "add", "update", "setdefault"})
 
 
 @dataclass(frozen=True)
@@ -119,6 +114,28 @@ class _Change:
     message: str
     fix: Fix | None
     statement: cst.CSTNode | None
+
+
+@dataclass(frozen=True)
+class _Step:
+    """An optimizer step, reported once a backward() through a forward it made stale follows."""
+
+    node: cst.Call
+    serial: int  # the module graph's serial at the step: forwards up to it ran before it
+    modules: frozenset[str] | None  # the modules it updates; None: not known
+    retained: frozenset[Forward]  # (not known) the graph the retained backward() before it reached
+    statement: cst.CSTNode | None
+
+
+@dataclass
+class _Loop:
+    """A loop being analysed: its steps and the graphs its retained backward() calls reached."""
+
+    scope: object
+    serial: int  # the module graph's serial before the loop: forwards up to it were made before it
+    bindings: int  # the module graph's binding count before the loop
+    steps: list[_Step] = field(default_factory=list)
+    retained: list[frozenset[Forward]] = field(default_factory=list)
 
 
 class SavedTensorInplace(Rule):
@@ -141,11 +158,13 @@ class SavedTensorInplace(Rule):
         # Which saving ops a value was computed from: a backward() from it runs (and checks) them.
         self._deps: dict[Identity, frozenset[int]] = {}
         self._changes: dict[object, list[_Change]] = {}  # scope -> changes waiting for a backward()
-        # scope -> calls of a model (by its expression, ``D`` / ``self.netD``) whose graph still
-        # holds the model's parameters: an optimizer step over them changes them in place.
-        self._model_calls: dict[object, list[tuple[str, cst.Call]]] = {}
         self._reported: set[int] = set()  # ids of nodes already reported
-        self._optimized: set[str] = set()  # models some torch.optim optimizer was built from
+        # Optimizer steps: which modules values went through is the model's (``module_graph``).
+        self._graph = self.ctx.track_module_graph() if "step" in self.ctx.source else None
+        self._steps: dict[object, list[_Step]] = {}  # scope -> steps waiting for a backward()
+        self._freed: dict[object, set[int]] = {}  # scope -> forwards (call ids) a backward() freed
+        self._retained: dict[object, frozenset[Forward]] = {}  # scope -> the graph the last backward() kept
+        self._loops: list[_Loop] = []  # the loops being analysed, innermost last
 
     @property
     def _scope(self) -> object:
@@ -221,7 +240,7 @@ class SavedTensorInplace(Rule):
         if kind in _WITHOUT_DEPS:
             return _NO_DEPS
         found = frozenset({id(expr)}) if id(expr) in self._saving_ops else _NO_DEPS
-        for child in _value_children(expr):
+        for child in value_children(expr):
             found = found | self._deps_of(child)
         return found
 
@@ -285,7 +304,18 @@ class SavedTensorInplace(Rule):
             if key is not None:
                 self._bound.pop((self._scope, key), None)
 
+    def visit_While(self, node: cst.While) -> None:
+        if self._graph is not None:
+            self._loops.append(_Loop(self._scope, self._graph.serial, self._graph.bindings))
+
+    def leave_While(self, node: cst.While) -> None:
+        if self._graph is not None:
+            self._second_iteration(self._loops.pop())
+
+    leave_For = leave_While
+
     def visit_For(self, node: cst.For) -> None:
+        self.visit_While(node)  # type: ignore[arg-type]
         self._unbind(node.target)
 
     def visit_WithItem(self, node: cst.WithItem) -> None:
@@ -322,7 +352,7 @@ class SavedTensorInplace(Rule):
         """Remember what ``op`` saved, given which of its operands require grad."""
         if saves is None or saves == NOTHING or not operands or self.ctx.grad_mode.statically_disabled:
             return
-        grads = [_certainly_requires_grad(self.ctx.value_of(operand)) for operand in operands]
+        grads = [self.ctx.value_of(operand).certainly_requires_grad for operand in operands]
         if saves in _BINARY_SAVES:
             if len(operands) != 2:
                 return
@@ -409,6 +439,7 @@ class SavedTensorInplace(Rule):
             # torch.autograd.grad runs (and checks, and frees) the graph like backward()
             if event.subject is not None:
                 self._backward(node, (event.subject,), event.retain_graph is True)
+                self._backward_after_steps(node, event.subject, event.keeps_graph)
             return
         if event is not None and event.kind is EventKind.STEP:
             self._optimizer_step(node, event.subject)
@@ -417,15 +448,12 @@ class SavedTensorInplace(Rule):
         qualified = self.ctx.qualify(func)
         if qualified == "torch.nn.Sequential":
             self._check_sequential(node)
-        elif qualified is not None and qualified.startswith(OPTIMIZER_PREFIX):
-            self._optimized |= _models_of_optimizer(node)
         args = positional_args(node)
         module = self._module_of_call(node)  # (both checks below need it; asking is free of effects)
         if self._check_inplace_call(node, qualified, args, module):
             return
-        if type(func) is cst.Attribute and func.attr.value in _STORING_METHODS:
+        if type(func) is cst.Attribute and func.attr.value in STORING_METHODS:
             self._add_deps(self._holder(func.value), self._deps_of(node))  # `losses.append(loss)`
-        self._note_module_call(node, args)
         module_name, _ = module
         if module_name is not None:
             saves = self._table.module(module_name)
@@ -500,7 +528,7 @@ class SavedTensorInplace(Rule):
         if op_name is not None and self._table.op(op_name) != OUTPUT:
             return
         target_value = self.ctx.value_of(_strip_data(target))
-        if self.ctx.grad_mode.statically_disabled or not _certainly_requires_grad(target_value):
+        if self.ctx.grad_mode.statically_disabled or not target_value.certainly_requires_grad:
             return
         if _goes_through_data(target):
             return
@@ -553,9 +581,6 @@ class SavedTensorInplace(Rule):
             saved = self._saved.get(self._scope, {})
             for identity in [i for i, record in saved.items() if id(record.op) in reached]:
                 del saved[identity]
-            calls = self._model_calls.get(self._scope)
-            if calls:
-                calls[:] = [(key, call) for key, call in calls if id(call) not in reached]
 
     def leave_Return(self, node: cst.Return) -> None:
         """In ``forward()`` the framework runs backward from what it returns."""
@@ -581,50 +606,104 @@ class SavedTensorInplace(Rule):
             self.report(change.node, change.message, change.fix, statement=change.statement)
 
     # ------------------------------------------------------------ optimizer steps
-    def _note_module_call(self, node: cst.Call, args: list[cst.BaseExpression]) -> None:
-        """``D(x)``: the graph it builds saves D's parameters (for the gradient of its input), unless
-        it is a single built-in layer whose input needs no gradient, or has no parameters."""
-        key = dotted_name(node.func)
-        if key not in self._optimized or self.ctx.grad_mode.statically_disabled:
-            return
-        value = self.ctx.value_of(node.func)
-        if value.kind not in (Kind.MODULE, Kind.UNKNOWN):
-            return
-        origin = value.origin
-        if value.kind is Kind.MODULE and value.cls is None and isinstance(origin, cst.Call):
-            layer = self.ctx.qualify(origin.func) or ""
-            if layer in PARAMETERLESS_MODULES or layer.endswith(PARAMETERLESS_MODULE_SUFFIXES):
-                return
-            if layer not in CONTAINER_MODULES and not any(
-                _certainly_requires_grad(self.ctx.value_of(arg)) for arg in args
-            ):
-                return  # nn.Linear(x) on data saves x, not its weight
-        self._model_calls.setdefault(self._scope, []).append((key, node))
-        self._saving_ops.add(id(node))
-
     def _optimizer_step(self, node: cst.Call, optimizer: cst.BaseExpression | None) -> None:
-        """``opt.step()`` changes the parameters of the models it was built from in place: a later
-        backward() through a graph built before the step raises M4 (the GAN mistake)."""
-        if optimizer is None:
+        """``opt.step()`` changes the parameters of the modules it was built from in place: a later
+        backward() through a forward of one of them made before the step raises M4 (the GAN mistake).
+        When what it updates is not known, it updates what the backward() just before reached."""
+        if optimizer is None or self._graph is None:
             return
-        models = self._optimized_models(optimizer)
-        calls = [call for key, call in self._model_calls.get(self._scope, []) if key in models]
-        if not calls:
+        modules = self._graph.optimized_modules(optimizer)
+        retained = self._retained.get(self._scope, _NO_FORWARDS) if modules is None else _NO_FORWARDS
+        if modules is not None and not modules or modules is None and not retained:
             return
-        step = _short(fixes.source_of(node))
-        for call in calls:
-            model = _short(fixes.source_of(call))
+        step = _Step(node, self._graph.serial, modules, retained, self.ctx.statement)
+        self._steps.setdefault(self._scope, []).append(step)
+        for loop in self._loops:
+            if loop.scope is self._scope:
+                loop.steps.append(step)
+
+    def _backward_after_steps(self, node: cst.Call, loss: cst.BaseExpression, keeps_graph: bool) -> None:
+        """A backward() from ``loss``: report the steps before it that changed parameters its graph saved."""
+        if self._graph is None:
+            return
+        reached = self._graph.forwards_of(loss)
+        freed = self._freed.setdefault(self._scope, set())
+        pending = self._steps.get(self._scope, [])
+        for step in list(pending):
+            stale = [f for f in reached if f.serial <= step.serial and id(f.call) not in freed and f.saves_parameters]
+            hit = self._stale_forward(step, stale, reached)
+            if hit is None or self._exclusive(step.node, node):
+                continue
+            pending.remove(step)
+            self._report_step(step, hit)
+        for loop in self._loops:
+            if keeps_graph and loop.scope is self._scope:
+                loop.retained.append(reached)
+        if keeps_graph:
+            self._retained[self._scope] = reached
+        else:
+            freed.update(id(forward.call) for forward in reached)
+            self._retained.pop(self._scope, None)
+
+    def _stale_forward(self, step: _Step, stale: list[Forward], reached: frozenset[Forward]) -> Forward | None:
+        """The forward made before ``step`` whose saved parameters ``step`` changed, if any."""
+        if step.modules is not None:
+            hits = [f for f in stale if any(related(f.module, module) for module in step.modules)]
+        else:
+            # Not known what it updates: what the retained backward() before it reached, but not a
+            # module with an optimizer of its own.  One of those run again after the step is
+            # probably the one stepped: silent.
+            graph = self._graph
+            assert graph is not None
+            stepped = {f.module for f in step.retained
+                       if not any(related(f.module, key) for key in graph.optimized_keys)}
+            if any(f.serial > step.serial and any(related(f.module, m) for m in stepped) for f in reached):
+                return None
+            hits = [f for f in stale if f in step.retained and f.module in stepped]
+        return min(hits, key=lambda forward: forward.serial) if hits else None
+
+    def _second_iteration(self, loop: _Loop) -> None:
+        """A retained backward() in a loop through a forward made before the loop runs again on
+        the next iteration, after the loop's step changed that forward's module (SinGAN's G steps
+        over one ``fake``)."""
+        graph = self._graph
+        assert graph is not None
+        for step in loop.steps:
+            if step.modules is None:
+                continue
+            for reached in loop.retained:
+                hits = [f for f in reached if f.serial <= loop.serial and f.saves_parameters
+                        and any(related(f.module, m) for m in step.modules)
+                        and graph.held_since(f, loop.bindings)]  # (not rebound in the loop)
+                if hits:
+                    self._report_step(step, min(hits, key=lambda forward: forward.serial), next_iteration=True)
+                    break
+
+    def _exclusive(self, a: cst.CSTNode, b: cst.CSTNode) -> bool:
+        function = self.ctx.function
+        return self.ctx.flow(function.node if function is not None else self.ctx.module).exclusive(a, b)
+
+    def _report_step(self, step: _Step, forward: Forward, next_iteration: bool = False) -> None:
+        if id(step.node) in self._reported:
+            return
+        self._reported.add(id(step.node))
+        call, module = _short(fixes.source_of(step.node)), _short(fixes.source_of(forward.call))
+        if step.modules is not None:
+            stepped = next((m for m in sorted(step.modules) if related(m, forward.module)), forward.module)
             message = (
-                f"`{step}` changes the parameters of `{fixes.source_of(call.func)}` in place, but `{model}` saved them "
-                f"for a backward() that runs after the step: backward() raises '{M4}'; call step() after every "
+                f"`{call}` changes the parameters of `{stepped}` in place, but `{module}` saved them "
+                f"for a backward() that runs after the step{' (on the next iteration of the loop)' if next_iteration else ''}: "
+                f"backward() raises '{M4}'; call step() after every "
                 "backward() through the graph, or compute the loss again after the step"
             )
-            change = _Change(call, node, message, None, self.ctx.statement)
-            self._changes.setdefault(self._scope, []).append(change)
-
-    def _optimized_models(self, optimizer: cst.BaseExpression) -> set[str]:
-        origin = self.ctx.value_of(optimizer).origin
-        return _models_of_optimizer(origin) if isinstance(origin, cst.Call) else set()
+        else:
+            message = (
+                f"`{call}` changes in place the parameters the retained backward() before it reached, and a "
+                f"later backward() goes through that graph again (through `{module}`), which saved them: backward() "
+                f"raises '{M4}'; call step() after every backward() through the graph, or compute the loss "
+                "again after the step"
+            )
+        self.report(step.node, message, None, statement=step.statement)
 
     # ------------------------------------------------------------ nn.Sequential
     def _check_sequential(self, node: cst.Call) -> None:
@@ -717,63 +796,6 @@ class SavedTensorInplace(Rule):
         value = cst.BinaryOperation(left=base, operator=operator(), right=right)
         assign = cst.Assign(targets=[cst.AssignTarget(base)], value=value, semicolon=node.semicolon)
         return fixes.replace("assign the out-of-place result", node, assign)
-
-
-def _value_children(expr: cst.CSTNode) -> list[cst.CSTNode]:
-    """The sub-expressions whose values flow into ``expr``'s value."""
-    if isinstance(expr, cst.Call):
-        func = expr.func
-        receiver = [func.value] if isinstance(func, cst.Attribute) else []
-        return [*receiver, *(arg.value for arg in expr.args)]
-    if isinstance(expr, cst.BinaryOperation):
-        return [expr.left, expr.right]
-    if isinstance(expr, cst.UnaryOperation):
-        return [expr.expression]
-    if isinstance(expr, cst.BooleanOperation):
-        return [expr.left, expr.right]
-    if isinstance(expr, cst.Comparison):
-        return [expr.left, *(target.comparator for target in expr.comparisons)]
-    if isinstance(expr, cst.IfExp):
-        return [expr.body, expr.orelse]
-    if isinstance(expr, cst.Subscript):
-        return [expr.value]
-    if isinstance(expr, cst.Attribute):
-        return [expr.value]
-    if isinstance(expr, (cst.List, cst.Tuple, cst.Set)):
-        return [element.value for element in expr.elements]
-    if isinstance(expr, cst.Dict):
-        return [element.value for element in expr.elements]
-    if isinstance(expr, (cst.ListComp, cst.SetComp, cst.GeneratorExp)):
-        return [expr.elt, expr.for_in.iter]
-    if isinstance(expr, (cst.StarredElement, cst.Await)):
-        return [expr.value if isinstance(expr, cst.StarredElement) else expr.expression]
-    return []
-
-
-def _models_of_optimizer(constructor: cst.Call) -> set[str]:
-    """``{"D"}`` for ``torch.optim.Adam(D.parameters(), ...)`` (also in lists, ``chain``, param groups)."""
-    return {
-        key
-        for call in calls_under(constructor)
-        if type(call.func) is cst.Attribute and call.func.attr.value in PARAMETER_SOURCES
-        and (key := dotted_name(call.func.value)) is not None
-    }
-
-
-def calls_under(node: cst.CSTNode) -> list[cst.Call]:
-    """Every call in ``node``'s subtree (``node`` included)."""
-    found, todo = [], [node]
-    while todo:
-        current = todo.pop()
-        if type(current) is cst.Call:
-            found.append(current)
-        todo.extend(children(current))
-    return found
-
-
-def _certainly_requires_grad(value: Value) -> bool:
-    """Requires grad, and not just by the guess that made an assumed leaf."""
-    return value.requires_grad and not value.tags & ASSUMED_TAGS
 
 
 def _is_inplace_method(name: str) -> bool:

@@ -17,7 +17,7 @@ import dataclasses
 import libcst as cst
 
 from torchlint import fixes
-from torchlint.analysis import FunctionInfo, Kind, TENSOR_KINDS, Value, dotted_name, positional_args
+from torchlint.analysis import FunctionInfo, Kind, Value, dotted_name
 from torchlint.analysis.events import EventKind, gradient_reads, is_optimizer, last_name, may_hide_autograd
 from torchlint.analysis.flow import Flow
 from torchlint.analysis.names import through_grad

@@ -1,0 +1,93 @@
+"""Which modules a value's graph went through and which modules an optimizer updates
+(torchlint.analysis.module_graph), asked at ``forwards(expr)`` / ``updates(opt)`` probes."""
+
+from __future__ import annotations
+
+import textwrap
+
+import libcst as cst
+import pytest
+
+from torchlint.analysis import Analyzer
+from torchlint.rule import Rule, RuleOptions
+
+PRELUDE = """\
+import itertools
+import torch
+from torch import nn
+from models import Encoder, make_model
+G = nn.Sequential(nn.Linear(2, 8), nn.ReLU(), nn.Linear(8, 2))
+D = make_model()
+lin = nn.Linear(2, 2)
+"""
+
+
+def probe(source: str) -> list[object]:
+    """What each probe call answers, in order: sorted module keys, or None (not known)."""
+    module = cst.parse_module(PRELUDE + textwrap.dedent(source))
+    analyzer = Analyzer(module, module.code)
+    answers: list[object] = []
+
+    class Probe(Rule):
+        code, name, summary = "TL999", "probe", "probe"
+
+        def __init__(self, *args: object) -> None:
+            super().__init__(*args)  # type: ignore[arg-type]
+            self.graph = self.ctx.track_module_graph()
+
+        def visit_Call(self, node: cst.Call) -> None:
+            if isinstance(node.func, cst.Name) and node.func.value == "forwards":
+                answers.append(sorted(f.module for f in self.graph.forwards_of(node.args[0].value)))
+            elif isinstance(node.func, cst.Name) and node.func.value == "updates":
+                modules = self.graph.optimized_modules(node.args[0].value)
+                answers.append(sorted(modules) if modules is not None else None)
+
+    analyzer.attach([Probe(analyzer, [], RuleOptions())])
+    analyzer.run()
+    return answers
+
+
+@pytest.mark.parametrize(
+    "source, expected",
+    [
+        # D comes from an unknown factory and nothing in the file treats it as a module
+        ("out = D(G(x))\nforwards(out)", [["G"]]),
+        ("D.train()\nloss = crit(D(G(x)), y)\nforwards(loss)", [["D", "G"]]),
+        ("fake = G(x)\nforwards(fake.detach())\nforwards(fake.item())", [[], []]),
+        ("with torch.no_grad():\n    fake = G(x)\nforwards(fake)", [[]]),
+        ("out, z = G(x)\nforwards(z)", [["G"]]),  # a model's tuple outputs
+        ("D.eval()\nloss = D.adv_loss(fake_of(G(x)))\nforwards(loss)", [["D", "G"]]),  # a method of the module
+        ("outs = []\nouts.append(G(x))\ntotal = 0\ntotal += outs[0].sum()\nforwards(total)", [["G"]]),
+        ("h = lin(x)\nforwards(h)", [["lin"]]),
+        ("fake = G(x)\nfake = x\nforwards(fake)", [[]]),  # rebound
+    ],
+)
+def test_forwards(source: str, expected: list[object]) -> None:
+    assert probe(source) == expected
+
+
+@pytest.mark.parametrize(
+    "source, expected",
+    [
+        ("opt = torch.optim.Adam(G.parameters(), lr=1e-3)\nupdates(opt)", [["G"]]),
+        ("opt = torch.optim.RMSprop(params=net.encoder.parameters())\nupdates(opt)", [["net.encoder"]]),
+        ("opt = torch.optim.Adam(list(G.parameters()) + list(D.parameters()))\nupdates(opt)", [["D", "G"]]),
+        ("opt = torch.optim.Adam(itertools.chain(G.parameters(), D.parameters()))\nupdates(opt)", [["D", "G"]]),
+        ("opt = torch.optim.Adam([{'params': G.parameters()}, {'params': D.parameters(), 'lr': 1}])\nupdates(opt)",
+         [["D", "G"]]),
+        ("params = list(G.parameters())\nopt = torch.optim.Adam(params)\nupdates(opt)", [["G"]]),
+        ("w = torch.zeros(3, requires_grad=True)\nopt = torch.optim.SGD([w], lr=0.1)\nupdates(opt)", [[]]),
+        ("def train(opt):\n    updates(opt)\ntrain(None)", [None]),  # handed in: not known
+        ("""\
+class Trainer:
+    def __init__(self, optimizer_class=torch.optim.Adam):
+        self.qf = make_model()
+        self.qf_optimizer = optimizer_class(self.qf.parameters(), lr=1e-3)
+
+    def train(self):
+        updates(self.qf_optimizer)
+""", [["self.qf"]]),
+    ],
+)
+def test_optimized_modules(source: str, expected: list[object]) -> None:
+    assert probe(source) == expected
