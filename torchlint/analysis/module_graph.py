@@ -17,7 +17,7 @@ Module keys are dotted names, related when one is the other or a part of it: ste
 ``net.encoder`` changes weights a forward of ``net`` saved, and stepping ``net`` changes those
 of ``net.encoder``.
 
-Tracking is on demand (``Analyzer.module_graph``): it costs nothing for files whose rules do not
+Tracking is on demand (``Analyzer.track_module_graph``): it costs nothing for files whose rules do not
 ask.  The state is updated when a statement's bindings are applied, so a rule asking during the
 statement sees the values before it.
 """
@@ -37,12 +37,6 @@ from torchlint.analysis.walk import children
 if TYPE_CHECKING:
     from torchlint.analysis.analyzer import Analyzer
 
-# Calls of these on a name are evidence that it is a module (tensors have none of them).
-MODULE_METHODS = api.MODULE_EVIDENCE_METHODS | frozenset({"train"})  # (optimizers have zero_grad, state_dict)
-# Methods of a module that do not run it.
-_NOT_FORWARD_METHODS = MODULE_METHODS | api.MODULE_SELF_METHODS | frozenset({"register_buffer", "to", "cuda", "cpu"})
-# Methods whose result has no graph.
-_GRAPH_CUTTING_METHODS = frozenset({"detach", "item", "tolist", "numpy", "detach_"})
 # How deep a name's assigned expression is followed to find what an optimizer was built from.
 _MAX_PARAMETER_HOPS = 2
 
@@ -171,7 +165,7 @@ class ModuleGraph:
         """Every call: ``D.parameters()`` / ``D.train()`` make ``D`` a module key; a
         ``torch.optim`` optimizer's construction tells which modules have one."""
         func = call.func
-        if type(func) is cst.Attribute and func.attr.value in MODULE_METHODS:
+        if type(func) is cst.Attribute and func.attr.value in api.MODULE_GRAPH_EVIDENCE_METHODS:
             key = dotted_name(func.value)
             if key is not None:
                 self._module_keys.add(key)
@@ -214,7 +208,7 @@ class ModuleGraph:
 
     def _forwards_of_call(self, call: cst.Call) -> frozenset[Forward]:
         func = call.func
-        if type(func) is cst.Attribute and func.attr.value in _GRAPH_CUTTING_METHODS:
+        if type(func) is cst.Attribute and func.attr.value in api.GRAPH_CUTTING_METHODS:
             return _NONE
         if self._ctx.grad_mode.statically_disabled:
             return _NONE  # no graph under no_grad()
@@ -257,7 +251,7 @@ class ModuleGraph:
             return key, True, True
         if type(func) is cst.Name and "param" in value.tags:
             return key, True, False
-        if type(func) is cst.Attribute and func.attr.value not in _NOT_FORWARD_METHODS:
+        if type(func) is cst.Attribute and func.attr.value not in api.NOT_FORWARD_METHODS:
             receiver = dotted_name(func.value)
             if receiver is not None and self.is_module_key(receiver):
                 return receiver, True, True  # `netD_seq.netG_adv_loss(fake)`: a method of the module
@@ -341,4 +335,4 @@ def value_children(expr: cst.CSTNode) -> list[cst.CSTNode]:
     return []
 
 
-__all__ = ["MODULE_METHODS", "Forward", "ModuleGraph", "related", "value_children"]
+__all__ = ["Forward", "ModuleGraph", "related", "value_children"]

@@ -103,6 +103,15 @@ PARAMETER_SOURCES = PARAMETER_ITERATORS | NAMED_PARAMETER_ITERATORS
 MODULE_EVIDENCE_METHODS = PARAMETER_SOURCES | frozenset(
     {"eval", "modules", "named_modules", "children", "named_children", "buffers", "named_buffers"}
 )
+# What the module graph (``analysis/module_graph.py``) takes as evidence of a module: also
+# ``train()`` (optimizers have ``zero_grad`` and ``state_dict``, not ``train``).
+MODULE_GRAPH_EVIDENCE_METHODS = MODULE_EVIDENCE_METHODS | frozenset({"train"})
+# Methods of a module that do not run it (``netD.netG_adv_loss(x)`` does, ``netD.to(dev)`` does not).
+NOT_FORWARD_METHODS = MODULE_GRAPH_EVIDENCE_METHODS | MODULE_SELF_METHODS | frozenset(
+    {"register_buffer", "to", "cuda", "cpu"}
+)
+# Methods whose result carries no graph of the module calls before them.
+GRAPH_CUTTING_METHODS = frozenset({"detach", "item", "tolist", "numpy", "detach_"})
 
 # Attribute names under which built-in nn modules keep their parameters.
 BUILTIN_PARAMETER_ATTRS = frozenset(
