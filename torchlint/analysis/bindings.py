@@ -15,13 +15,15 @@ from torchlint.analysis.events import EventKind
 from torchlint.analysis.names import dotted_expression, dotted_name, literal_bool
 from torchlint.analysis.scopes import BindingCollector, Bindings, BindingTable, parameter_names
 from torchlint.analysis.values import BACKPROPAGATED, LEAF_ON_CPU, NUMBER, UNKNOWN, Kind, Value
-from torchlint.analysis.walk import scan
+from torchlint.analysis.walk import scan, subtree
 
 if TYPE_CHECKING:
     from torchlint.analysis.analyzer import Analyzer
 
 # Method names of the backward spellings (``loss.backward()``, ``self.manual_backward(loss)``).
 _BACKWARD_SPELLINGS = frozenset({"backward", *api.DELEGATED_BACKWARD_METHODS})
+# Expressions whose value may differ between two evaluations with the same names in scope.
+_CALLING_TYPES = frozenset({cst.Call, cst.Await, cst.Yield, cst.NamedExpr})
 
 # Tags of a module known only from the module-only methods called on it; of an unknown parameter.
 _USED_AS_MODULE = frozenset({"used-as-module"})
@@ -67,6 +69,20 @@ class BindingState:
                 if _is_target_or_element(node, small.target):  # type: ignore[attr-defined]
                     return True
         return False
+
+    def invariant_in(self, expr: cst.BaseExpression, loop: cst.For | cst.While) -> bool:
+        """Whether ``expr`` has the same value on every iteration of ``loop``: it calls nothing
+        and reads no name or attribute the loop (its target included) binds or changes."""
+        changed = self.binding_table(loop).keys
+        for node in subtree(expr):
+            kind = type(node)
+            if kind in _CALLING_TYPES:
+                return False
+            if kind is cst.Name or kind is cst.Attribute:
+                key = dotted_name(node)  # type: ignore[arg-type]
+                if key is not None and (key in changed or key.split(".", 1)[0] in changed):
+                    return False
+        return True
 
     def made_leaf_in_loop(self, key: str, loop: cst.For | cst.While) -> bool:
         """Whether the body of ``loop`` (so far) sets ``key.requires_grad`` / calls

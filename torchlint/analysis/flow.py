@@ -169,13 +169,18 @@ class Flow:
         """``a`` and ``b`` sit in different branches of one statement (``if``/``else``, two
         ``match`` cases, a ``try`` body and its handler): no pass runs both.  Two ``if``
         statements one after the other are not exclusive."""
+        return self.separating_statement(a, b) is not None
+
+    def separating_statement(self, a: cst.CSTNode, b: cst.CSTNode) -> int | None:
+        """The id of the statement in whose different branches ``a`` and ``b`` sit (see
+        ``exclusive``), or None."""
         pa, pb = self.place(a), self.place(b)
         if pa is None or pb is None:
-            return False
+            return None
         for fa, fb in zip(pa.frames, pb.frames):
             if fa != fb:
-                return fa.node_id == fb.node_id
-        return False
+                return fa.node_id if fa.node_id == fb.node_id else None
+        return None
 
     def between(self, node: cst.CSTNode, a: cst.CSTNode, b: cst.CSTNode) -> bool:
         """``node`` may run after ``a`` and before ``b`` (source order, within one pass)."""

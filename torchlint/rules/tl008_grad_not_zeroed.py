@@ -77,6 +77,7 @@ class _Update:
     every_iteration_of: frozenset[int] = frozenset()
     # Gradient owners that are no module's parameters (an input image made a leaf).
     outside_modules: tuple[str, ...] = ()
+    site: cst.CSTNode | None = None  # the statement it is made by
 
 
 @dataclass
@@ -101,6 +102,8 @@ class _Facts:
     zeroes: bool = False  # every gradient is reset (zero_grad(), or what is reset is unknown)
     zeroed: set[str] = field(default_factory=set)  # tensors whose own gradient is reset (`w.grad = None`)
     zeroes_modules: bool = False  # `model.zero_grad()`: module parameters only, not other leaves
+    zeroing_sites: list[cst.CSTNode] = field(default_factory=list)  # statements that reset gradients
+    branches: dict[int, cst.If] = field(default_factory=dict)  # `if` statements in the body, by id
     helpers: list[FunctionInfo] = field(default_factory=list)
     opaque: list[_OpaqueCall] = field(default_factory=list)
     # Keys bound by assignment in the body, and names bound by loops nested in it.
@@ -132,6 +135,8 @@ class GradNotZeroed(Rule):
         self._order: list[_Loop] = []
         self._functions: dict[int, _Facts] = {}
         self._backwards: list[cst.Call] = []  # every backward() (any spelling: ``ctx.autograd_event``)
+        # Loops that reset gradients only in the other arm of an ``if`` fixed for the loop.
+        self._split_by: dict[int, cst.If] = {}
 
     # ------------------------------------------------------------ bookkeeping
     def _enclosing(self) -> list[_Facts]:
@@ -165,6 +170,12 @@ class GradNotZeroed(Rule):
     def visit_For(self, node: cst.For) -> None:
         self._enter_loop(node)
 
+    def visit_If(self, node: cst.If) -> None:
+        for loop_node in self.ctx.loops:
+            loop = self._loops.get(id(loop_node))
+            if loop is not None:
+                loop.facts.branches[id(node)] = node
+
     def visit_While(self, node: cst.While) -> None:
         self._enter_loop(node)
 
@@ -178,7 +189,7 @@ class GradNotZeroed(Rule):
 
     def _record_update(self, update: _Update) -> None:
         loops = frozenset(id(loop) for loop in self.ctx.loops if self.ctx.runs_every_iteration(loop))
-        update = dataclasses.replace(update, every_iteration_of=loops)
+        update = dataclasses.replace(update, every_iteration_of=loops, site=self.ctx.statement)
         for facts in self._enclosing():
             facts.updates.append(update)
         function = self._function_facts()
@@ -190,7 +201,10 @@ class GradNotZeroed(Rule):
         key = dotted_name(owner) if owner is not None and self.ctx.value_of(owner).is_tensor else None
         module = owner is not None and key is None and not is_optimizer(self.ctx, owner) and (
             self.ctx.value_of(owner).kind in (Kind.MODULE, Kind.UNKNOWN))
+        site = self.ctx.statement
         for facts in self._enclosing():
+            if site is not None:
+                facts.zeroing_sites.append(site)
             if module:
                 facts.zeroes_modules = True
             elif key is None:
@@ -377,17 +391,26 @@ class GradNotZeroed(Rule):
         zeroed = set(facts.zeroed)
         zeroes_modules = facts.zeroes_modules
         opaque = list(facts.opaque)
+        helpers_zero = False
         for helper in self._helpers_of(facts):
             summary = self._functions.get(id(helper))
             if summary is None:
                 continue
             backward = backward or summary.backward_outside_loops
             updates.extend(summary.updates_outside_loops)
+            helpers_zero = helpers_zero or bool(summary.zeroes or summary.zeroed or summary.zeroes_modules)
             zeroes = zeroes or summary.zeroes
             zeroed |= summary.zeroed
             zeroes_modules = zeroes_modules or summary.zeroes_modules
             opaque.extend(summary.opaque)
-        if not backward or not updates or zeroes:
+        if not backward or not updates:
+            return False
+        if facts.zeroing_sites and not helpers_zero:
+            split = self._zeroing_skipped_by_a_fixed_branch(loop)
+            if split is not None:
+                self._split_by[id(loop)] = split
+                zeroes, zeroed, zeroes_modules = False, set(), False
+        if zeroes:
             return False
         if zeroes_modules and not any(o not in zeroed for u in updates for o in u.outside_modules):
             return False  # `model.zero_grad()` resets every updated parameter (as far as can be told)
@@ -395,6 +418,32 @@ class GradNotZeroed(Rule):
             return False  # each manually updated tensor's gradient is reset (an optimizer's too, then)
         roots = {u.root for u in updates if u.root is not None}
         return not any(call.may_zero(roots) for call in opaque)
+
+    def _zeroing_skipped_by_a_fixed_branch(self, loop: _Loop) -> cst.If | None:
+        """Some update (with a ``backward()`` on its path) sits in one arm of an ``if`` whose
+        test does not change in the loop, and every gradient reset of the loop body sits in
+        another arm: the iterations that take the update's arm never reset (DAB-DETR's
+        ``if args.amp: optimizer.zero_grad(); ... else: losses.backward(); optimizer.step()``).
+        A test that may change between iterations (``if i % k == 0``) is accumulation by design."""
+        flow = self.ctx.flow(loop.node)
+        backwards = [call for call in self._backwards if flow.contains(call)]
+        for update in self._own_updates(loop):
+            site = update.site
+            if site is None or not flow.contains(site):
+                continue
+            if not any(not flow.exclusive(call, site) for call in backwards):
+                continue
+            splits = [self._fixed_split(loop, flow, zeroing, site) for zeroing in loop.facts.zeroing_sites]
+            if splits and all(split is not None for split in splits):
+                return splits[0]
+        return None
+
+    def _fixed_split(self, loop: _Loop, flow: Flow, a: cst.CSTNode, b: cst.CSTNode) -> cst.If | None:
+        """The ``if`` in whose different arms ``a`` and ``b`` sit, when its test is the same on
+        every iteration of ``loop``."""
+        statement = flow.separating_statement(a, b)
+        branch = loop.facts.branches.get(statement) if statement is not None else None
+        return branch if branch is not None and self.ctx.invariant_in(branch.test, loop.node) else None
 
     def _helpers_of(self, facts: _Facts) -> list[FunctionInfo]:
         """Helpers called from the body, and the helpers they call, transitively."""
@@ -423,8 +472,15 @@ class GradNotZeroed(Rule):
         else:
             what = "updates the parameters from `.grad`"
             remedy = "reset the gradients in the loop (`w.grad = None`)"
+        split = self._split_by.get(id(loop))
+        never = (
+            "never zeroes the gradients"
+            if split is None
+            else f"zeroes the gradients only in the other branch of `if {fixes.source_of(split.test)}:`"
+            " (the same branch is taken on every iteration)"
+        )
         message = (
-            f"this loop calls `backward()` and {what} but never zeroes the gradients: `backward()` adds "
+            f"this loop calls `backward()` and {what} but {never}: `backward()` adds "
             f"into `.grad`, so each update uses the sum of all gradients so far; {remedy}"
         )
         self.report(loop.node, message, self._fix(loop, updates))
