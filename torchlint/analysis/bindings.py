@@ -239,7 +239,7 @@ class BindingState:
             return
         known = self.value_of_key(key)
         if known.kind is Kind.UNKNOWN and known.cls is None and known.tags <= _PARAMETER_TAGS:
-            self._bind_target(receiver, Value(Kind.MODULE, known.origin, tags=known.tags | _USED_AS_MODULE), None)
+            self.scope.refine(key, known, Value(Kind.MODULE, known.origin, tags=known.tags | _USED_AS_MODULE))
 
     def _note_backpropagated(self, node: cst.Call) -> None:
         """``loss.backward()`` only works on a tensor with a graph: a name of unknown value that was

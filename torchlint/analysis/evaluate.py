@@ -98,7 +98,30 @@ class Evaluation(ValueFacts):
             return UNKNOWN
         if base.is_tensor and attr in ("T", "mT", "H", "mH", "real", "imag"):
             return self._derived([base], node)
+        if base.kind is Kind.UNKNOWN and attr in api.BUILTIN_PARAMETER_ATTRS and self._inside_module(node.value):
+            # ``model.bert.encoder.layer[3].output.dense.weight``: the layer a pretrained model
+            # holds deep inside is not known, but a ``weight`` of a submodule is a parameter.
+            return Value(Kind.LEAF, node, tags=frozenset({"parameter"}))
         return UNKNOWN
+
+    def _inside_module(self, node: cst.BaseExpression) -> bool:
+        """``node`` is an attribute/index chain (``m.a.b[i].c``) reached from a module whose
+        links are not known to be anything else."""
+        while True:
+            kind = type(node)
+            if kind is cst.Attribute:
+                if node.attr.value in api.NOT_SUBMODULE_ATTRIBUTES:  # type: ignore[attr-defined]
+                    return False
+                node = node.value  # type: ignore[attr-defined]
+            elif kind is cst.Subscript:
+                node = node.value  # type: ignore[attr-defined]
+            else:
+                return False
+            value = self.value_of(node)
+            if value.kind is Kind.MODULE:
+                return value.cls is None
+            if value.kind is not Kind.UNKNOWN:
+                return False
 
     def _value_Subscript(self, node: cst.Subscript) -> Value:
         base = self.value_of(node.value)

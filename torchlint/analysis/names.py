@@ -27,6 +27,18 @@ def dotted_name(node: cst.BaseExpression) -> str | None:
     return ".".join(parts)
 
 
+def is_reference(node: cst.BaseExpression) -> bool:
+    """``a``, ``a.b``, ``a.b[i].c``: a chain of attributes and indexes down from a name, no call
+    in it (evaluating it twice gives the same object)."""
+    while True:
+        kind = type(node)
+        if kind is cst.Name:
+            return True
+        if kind is not cst.Attribute and kind is not cst.Subscript:
+            return False
+        node = node.value  # type: ignore[attr-defined]
+
+
 def dotted_expression(key: str) -> cst.Name | cst.Attribute:
     """The expression ``a.b.c`` for the dotted name ``key`` (the inverse of ``dotted_name``;
     what ``cst.parse_expression(key)`` gives, without running the parser)."""

@@ -211,6 +211,14 @@ class Scope:
         self.values[key] = value
         self.summary[key] = join(self.summary[key], value) if key in self.summary else value
 
+    def refine(self, key: str, known: Value, better: Value) -> None:
+        """``key`` still holds the object it held (``known``), now known better (a name of
+        unknown value that ``.eval()`` was called on is a module): where the flow-insensitive
+        summary had only that binding, the summary is refined too."""
+        self.values[key] = better
+        summarised = self.summary.get(key)
+        self.summary[key] = better if summarised is None or summarised == known else join(summarised, better)
+
     def lookup(self, key: str) -> Value | None:
         found = self.values.get(key)
         if found is not None:

@@ -118,6 +118,10 @@ BUILTIN_PARAMETER_ATTRS = frozenset(
     {"weight", "bias", "in_proj_weight", "in_proj_bias", "weight_ih_l0", "weight_hh_l0", "bias_ih_l0", "bias_hh_l0"}
 )
 
+# Attributes of a module that hold no submodule: a ``weight`` under them is no parameter
+# (``criterion.loss_fn.weight`` is reached through a module; ``model.config.weight`` is not).
+NOT_SUBMODULE_ATTRIBUTES = frozenset({"config", "args", "hparams", "opt", "cfg", "data", "grad", "state"})
+
 # Built-in nn modules without parameters: calling them derives the result from the inputs.
 PARAMETERLESS_MODULE_SUFFIXES = ("Loss",)
 PARAMETERLESS_MODULES = frozenset(
