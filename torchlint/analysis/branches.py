@@ -10,6 +10,10 @@ import libcst as cst
 from torchlint.analysis.values import UNKNOWN, Kind, join_states
 
 
+# Statements whose bindings the analysis records in ``scope.values``.
+_TRACKED_BINDING_SITES = frozenset({cst.Assign, cst.AugAssign, cst.AnnAssign, cst.For, cst.WithItem, cst.NamedExpr})
+
+
 class ControlFlow:
     """Mixin of ``Analyzer`` (uses its ``scope``, ``value_of``, ``_bind_loop_target`` ...)."""
 
@@ -89,7 +93,7 @@ class ControlFlow:
     def _leave_If(self, node: cst.If) -> None:
         self.compound.pop()
         frame = self._branch_states.pop()
-        self.scope.values = join_states(frame["body"], self.scope.values)  # type: ignore[arg-type]
+        self.scope.values = join_states(frame["body"], self.scope.values, self._unbound_where_missing)  # type: ignore[arg-type]
 
     def _enter_For_body(self, node: cst.For) -> None:
         self._branch_states.append({"entry": dict(self.scope.values)})
@@ -101,7 +105,7 @@ class ControlFlow:
         self.loops.pop()
         self.compound.pop()
         frame = self._branch_states.pop()
-        self.scope.values = join_states(frame["entry"], self.scope.values)  # type: ignore[arg-type]
+        self.scope.values = join_states(frame["entry"], self.scope.values, self._unbound_where_missing)  # type: ignore[arg-type]
 
     def _enter_While_body(self, node: cst.While) -> None:
         self._branch_states.append({"entry": dict(self.scope.values)})
@@ -123,7 +127,7 @@ class ControlFlow:
 
     def _enter_ExceptHandler(self, node: cst.ExceptHandler | cst.ExceptStarHandler) -> None:
         frame = self._branch_states[-1]
-        self.scope.values = join_states(frame["entry"], frame["body"])  # type: ignore[arg-type]
+        self.scope.values = join_states(frame["entry"], frame["body"], self._unbound_where_missing)  # type: ignore[arg-type]
         if node.name is not None and isinstance(node.name.name, cst.Name):
             self.scope.bind(node.name.name.value, UNKNOWN)
 
@@ -144,13 +148,25 @@ class ControlFlow:
 
     _leave_TryStar_orelse = _leave_Try_orelse
 
+    def _unbound_where_missing(self, key: str) -> bool:
+        """A plain name this function (or the module) binds only by statements the analysis
+        follows (assignments, loop and ``with`` targets): on a path where it has no value it
+        is unbound, so reading it there raises.  Not: ``self.x`` keys (untracked is not
+        unbound), parameters, globals, imports, ``def``s, class bodies."""
+        if "." in key or self.scope.kind == "class":
+            return False
+        bindings = self.scope_bindings().of(key)
+        return not bindings.declared_outside and bool(bindings.sites) and all(
+            type(site) in _TRACKED_BINDING_SITES for site in bindings.sites
+        )
+
     def _merge_try(self) -> None:
         frame = self._branch_states[-1]
         if frame.get("merged"):
             return
         merged = frame["body"]
         for end in frame["ends"]:  # type: ignore[union-attr]
-            merged = join_states(merged, end)  # type: ignore[arg-type]
+            merged = join_states(merged, end, self._unbound_where_missing)  # type: ignore[arg-type]
         self.scope.values = dict(merged)  # type: ignore[arg-type]
         frame["merged"] = True
 

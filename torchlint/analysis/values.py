@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING
+from typing import Callable, TYPE_CHECKING
 
 import libcst as cst
 
@@ -138,9 +138,18 @@ def join(a: Value | None, b: Value | None) -> Value:
     return Value(a.kind, a.origin, a.cls, element, None, a.tags & b.tags)
 
 
-def join_states(a: dict[str, Value], b: dict[str, Value]) -> dict[str, Value]:
-    """Merge two name->value maps; a name bound on one path only becomes unknown."""
+def join_states(
+    a: dict[str, Value], b: dict[str, Value], unbound_where_missing: Callable[[str], bool] | None = None
+) -> dict[str, Value]:
+    """Merge two name->value maps.  A name bound on one path only becomes unknown, unless
+    ``unbound_where_missing(name)`` says the other path leaves it unbound: then code that
+    reads it afterwards ran the binding path (the other raises NameError), so it keeps that
+    path's value (``for ...: loss = ...`` then ``loss.numpy()`` after the loop)."""
     merged: dict[str, Value] = {}
     for key in a.keys() | b.keys():
-        merged[key] = join(a.get(key), b.get(key))
+        left, right = a.get(key), b.get(key)
+        if (left is None or right is None) and unbound_where_missing is not None and unbound_where_missing(key):
+            merged[key] = left or right  # type: ignore[assignment]
+        else:
+            merged[key] = join(left, right)
     return merged
