@@ -219,6 +219,8 @@ class BindingState:
         if method == "requires_grad_":
             self._note_requires_grad_flag(func.value, flag)
         self._note_append(node, func)
+        if method in api.SEQUENTIAL_LAYER_METHODS:
+            self._note_added_layer(node, func, api.SEQUENTIAL_LAYER_METHODS[method])
         key = dotted_name(func.value)
         if key is None:
             return
@@ -240,6 +242,22 @@ class BindingState:
         known = self.value_of_key(key)
         if known.kind is Kind.UNKNOWN and known.cls is None and known.tags <= _PARAMETER_TAGS:
             self.scope.refine(key, known, Value(Kind.MODULE, known.origin, tags=known.tags | _USED_AS_MODULE))
+
+    def _note_added_layer(self, node: cst.Call, func: cst.Attribute, position: int) -> None:
+        """``model.add_module("softmax", nn.Softmax())`` on an ``nn.Sequential``: its output is
+        now the added layer's (a softmax output, or no longer one)."""
+        key = dotted_name(func.value)
+        args = [arg for arg in node.args if arg.keyword is None and not arg.star]
+        if key is None or len(args) <= position:
+            return
+        sequential = self.value_of_key(key)
+        if sequential.kind is not Kind.MODULE or self.torch_class(sequential) not in api.SEQUENTIAL_MODULES:
+            return
+        layer = self.value_of(args[position].value)
+        tags = sequential.tags - {"softmax-output"}
+        if layer.kind is Kind.MODULE and "softmax-output" in layer.tags:
+            tags = tags | {"softmax-output"}
+        self.scope.refine(key, sequential, Value(Kind.MODULE, sequential.origin, sequential.cls, tags=tags))
 
     def _note_backpropagated(self, node: cst.Call) -> None:
         """``loss.backward()`` only works on a tensor with a graph: a name of unknown value that was

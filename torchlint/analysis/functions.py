@@ -137,8 +137,22 @@ class Functions:
         return False
 
     def _run_deferred(self, scope: Scope) -> None:
-        while scope.deferred:
-            self._analyse_function(scope.deferred.pop(0))
+        """Analyse the functions defined in ``scope``, each after the ones that call it where
+        possible: a function whose calls in the file are not all recorded yet waits (once)
+        until the others are done, so its parameters and grad mode come from every call site
+        (``def train(model, loss): ...`` above ``def main(): train(net, criterion)``)."""
+        postponed: set[int] = set()
+        deferred = scope.deferred
+        while deferred:
+            info = deferred.pop(0)
+            if deferred and id(info) not in postponed and self._calls_pending(info):
+                postponed.add(id(info))
+                deferred.append(info)
+                continue
+            self._analyse_function(info)
+
+    def _calls_pending(self, info: FunctionInfo) -> bool:
+        return len(info.call_arguments) < self._call_site_count(info.name)
 
     def _analyse_function(self, info: FunctionInfo) -> None:
         outer_scope, outer_statement, outer_loops, outer_compound = self.scope, self.statement, self.loops, self.compound
@@ -173,7 +187,9 @@ class Functions:
                 self.scope.bind(name, Value(kind, param, cls=info.cls))
             elif name in passed:
                 value = passed[name]
-                self.scope.bind(name, Value(value.kind, param, value.cls, value.element, value.items,
+                # A module or optimizer keeps the call that built it (``torch_class`` reads it).
+                origin = value.origin if value.kind in (Kind.MODULE, Kind.OPTIMIZER) else param
+                self.scope.bind(name, Value(value.kind, origin, value.cls, value.element, value.items,
                                             value.tags | {"param", "from-call-sites"}))
             elif name in grad_reads:
                 self.scope.bind(name, Value(Kind.LEAF, param, tags=frozenset({"param", "assumed-leaf"})))

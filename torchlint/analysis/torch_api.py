@@ -298,6 +298,8 @@ SOFTMAX_MODULES = frozenset({"torch.nn.Softmax"})
 LOG_SOFTMAX_NAME = "log_softmax"
 # Containers whose output is their last layer's output.
 SEQUENTIAL_MODULES = frozenset({"torch.nn.Sequential"})
+# Methods that add a last layer to an ``nn.Sequential``, and the position of the layer argument.
+SEQUENTIAL_LAYER_METHODS = {"add_module": 1, "append": 0, "register_module": 1}
 # Losses that expect unnormalised logits: a softmax in front squashes the loss (TL019).
 LOGIT_LOSS_FUNCTIONS = frozenset({"torch.nn.functional.cross_entropy"})
 LOGIT_LOSS_MODULES = frozenset({"torch.nn.CrossEntropyLoss"})

@@ -34,7 +34,7 @@ class SoftmaxBeforeCrossEntropy(Rule):
             return
         value = self.ctx.value_of(argument)
         loss = fixes.source_of(node.func)
-        torch_class = self.ctx.torch_class(self.ctx.value_of(node.func))
+        torch_class = self.ctx.torch_class(self.ctx.value_of(_module_of(node.func)))
         if torch_class is not None and type(node.func) is not cst.Call:
             loss += f"` (`{torch_class.rsplit('.', 1)[-1]}`)"
         else:
@@ -62,7 +62,7 @@ class SoftmaxBeforeCrossEntropy(Rule):
             return _LOGITS
         if qualified in api.LOG_PROBABILITY_LOSS_FUNCTIONS:
             return _LOG_PROBABILITIES
-        callee = self.ctx.value_of(node.func)
+        callee = self.ctx.value_of(_module_of(node.func))  # `criterion.forward(out, y)` too
         if callee.kind is not Kind.MODULE:
             return None
         torch_class = self.ctx.torch_class(callee)
@@ -71,6 +71,13 @@ class SoftmaxBeforeCrossEntropy(Rule):
         if torch_class in api.LOG_PROBABILITY_LOSS_MODULES:
             return _LOG_PROBABILITIES
         return None
+
+
+def _module_of(func: cst.BaseExpression) -> cst.BaseExpression:
+    """``criterion`` for ``criterion`` and for ``criterion.forward``."""
+    if type(func) is cst.Attribute and func.attr.value == "forward":
+        return func.value
+    return func
 
 
 def _unreduced(node: cst.Call) -> bool:
