@@ -8,26 +8,40 @@ import textwrap
 import libcst as cst
 import pytest
 
-from torchlint.analysis import Analyzer, Kind, Mode
+from torchlint.analysis import Analyzer, Kind, Mode, Value
 from torchlint.rule import Diagnostic, Rule, RuleOptions
 
 
-def reveal(source: str) -> list[tuple[Kind, frozenset[Mode]]]:
+def _probe(source: str) -> list[tuple[Value, object]]:
+    """The value and grad mode of every ``reveal(x)``, in source order (functions are analysed
+    in call order, not in the order they are written)."""
     module = cst.parse_module(textwrap.dedent(source))
     analyzer = Analyzer(module, module.code)
-    seen: list[tuple[Kind, object]] = []
+    seen: dict[int, tuple[Value, object]] = {}
 
     class Probe(Rule):
         code, name, summary = "TL999", "probe", "probe"
 
         def visit_Call(self, node: cst.Call) -> None:
             if isinstance(node.func, cst.Name) and node.func.value == "reveal":
-                seen.append((self.ctx.value_of(node.args[0].value).kind, self.ctx.grad_mode))
+                seen[id(node)] = (self.ctx.value_of(node.args[0].value), self.ctx.grad_mode)
 
-    sink: list[Diagnostic] = []
-    analyzer.attach([Probe(analyzer, sink, RuleOptions())])
+    class SourceOrder(cst.CSTVisitor):
+        def __init__(self) -> None:
+            self.calls: list[int] = []
+
+        def visit_Call(self, node: cst.Call) -> None:
+            self.calls.append(id(node))
+
+    analyzer.attach([Probe(analyzer, [], RuleOptions())])
     analyzer.run()
-    return [(kind, mode.possible()) for kind, mode in seen]
+    order = SourceOrder()
+    module.visit(order)
+    return [seen[call] for call in order.calls if call in seen]
+
+
+def reveal(source: str) -> list[tuple[Kind, frozenset[Mode]]]:
+    return [(value.kind, mode.possible()) for value, mode in _probe(source)]  # type: ignore[attr-defined]
 
 
 def kinds(source: str) -> list[Kind]:
@@ -169,8 +183,8 @@ def test_module_parameters_and_loop_variables() -> None:
         reveal(p)
     reveal(net(torch.ones(3)))
     """
-    # forward() is analysed after the module-level code that calls it
-    assert kinds(source) == [Kind.LEAF] * 5 + [Kind.NONLEAF, Kind.LEAF]
+    # (source order: forward()'s reveal first, though it is analysed after the code calling it)
+    assert kinds(source) == [Kind.LEAF] * 6 + [Kind.NONLEAF]
 
 
 def test_branches_join_to_unknown() -> None:
@@ -202,20 +216,7 @@ def test_function_parameters_whose_grad_is_read_are_leaves() -> None:
 
 def tags(source: str) -> list[frozenset[str]]:
     """The tags of every ``reveal(x)`` value."""
-    module = cst.parse_module(textwrap.dedent(source))
-    analyzer = Analyzer(module, module.code)
-    seen: list[frozenset[str]] = []
-
-    class Probe(Rule):
-        code, name, summary = "TL999", "probe", "probe"
-
-        def visit_Call(self, node: cst.Call) -> None:
-            if isinstance(node.func, cst.Name) and node.func.value == "reveal":
-                seen.append(self.ctx.value_of(node.args[0].value).tags)
-
-    analyzer.attach([Probe(analyzer, [], RuleOptions())])
-    analyzer.run()
-    return seen
+    return [value.tags for value, _ in _probe(source)]
 
 
 def test_a_backpropagated_value_carries_a_graph_through_ops_and_helpers() -> None:
