@@ -187,8 +187,9 @@ class Functions:
                 self.scope.bind(name, Value(kind, param, cls=info.cls))
             elif name in passed:
                 value = passed[name]
-                # A module or optimizer keeps the call that built it (``torch_class`` reads it).
-                origin = value.origin if value.kind in (Kind.MODULE, Kind.OPTIMIZER) else param
+                # A module keeps the call that built it (``torch_class`` reads it); an optimizer
+                # does not: the module names in its constructor are the caller's.
+                origin = value.origin if value.kind is Kind.MODULE else param
                 self.scope.bind(name, Value(value.kind, origin, value.cls, value.element, value.items,
                                             value.tags | {"param", "from-call-sites"}))
             elif name in grad_reads:
