@@ -225,6 +225,7 @@ class ValueFlow:
         self.ctx = ctx
         self.region = region
         self._combines: Callable[[cst.BaseExpression], bool] | None = None  # see follow_value
+        self._terms_only = False  # see backpropagated_uses
         self._parents: dict[int, cst.CSTNode] = {}
         self._order: dict[int, int] = {}
         stack = [region]
@@ -252,6 +253,59 @@ class ValueFlow:
             return self._follow_names(todo, [] if todo else [first], max_names)
         finally:
             self._combines = None
+
+    def backpropagated_uses(self, key: str, reference: cst.CSTNode) -> list[Use]:
+        """The ``backward()`` calls the value ``key`` holds at ``reference`` reaches as a *term* of
+        what is backpropagated: itself, an alias (``loss_total = loss``), or a term of a sum,
+        difference, product or the numerator of a quotient (``loss = r_loss + alpha * d_loss``)
+        bound to a name that is backpropagated.  ``backward()`` works only on a tensor with a graph,
+        and a term a sum is backpropagated through was computed with grad.  The value is taken from
+        the nearest binding of ``key`` before ``reference``; any other use ends the walk."""
+        site = self._binding_before(key, reference)
+        if site is None:
+            return []
+        self._terms_only = True
+        try:
+            uses = self._follow_names([(key, self._order[id(site)], False, False)], [], 20)
+        finally:
+            self._terms_only = False
+        return [use for use in uses or () if use.sink is Sink.BACKWARD]
+
+    def _binding_before(self, key: str, reference: cst.CSTNode) -> cst.CSTNode | None:
+        """The binding site of ``key`` in the region that comes last before ``reference``."""
+        region = self.region
+        body = region.body if isinstance(region, cst.FunctionDef) else region
+        limit = self._order.get(id(reference))
+        if limit is None or "." in key:
+            return None
+        before = [site for site in self.ctx.binding_table(body).of(key).sites
+                  if self._order.get(id(site), limit) < limit]
+        return max(before, key=lambda site: self._order[id(site)], default=None)
+
+    def _term_step(self, child: cst.CSTNode) -> _Step | None:
+        """In ``backpropagated_uses``: where the walk stops because ``child`` stops being a term of
+        the value (None: the usual step)."""
+        parent = self._parents.get(id(child))
+        kind = type(parent)
+        if kind is cst.BinaryOperation:
+            operator = type(parent.operator)
+            if operator in (cst.Add, cst.Subtract, cst.Multiply) or (operator is cst.Divide and parent.left is child):
+                return None
+            return _Step(Sink.DROPPED)
+        if kind is cst.UnaryOperation:
+            return None if type(parent.operator) is cst.Minus else _Step(Sink.DROPPED)
+        if kind in (cst.Assign, cst.AugAssign, cst.AnnAssign):
+            return None  # an alias, or `loss += aux`
+        if kind is cst.Attribute and parent.value is child:
+            call = self._parents.get(id(parent))
+            backward = isinstance(call, cst.Call) and call.func is parent and parent.attr.value == "backward"
+            return None if backward else _Step(Sink.DROPPED)
+        if kind is cst.Arg:
+            call = self._parents.get(id(parent))
+            event = self.ctx.autograd_event(call) if isinstance(call, cst.Call) else None
+            backward = event is not None and event.kind is EventKind.BACKWARD and event.subject is child
+            return _Step(Sink.BACKWARD) if backward else _Step(Sink.DROPPED)
+        return _Step(Sink.DROPPED)
 
     def _follow_names(self, todo: list[tuple[str, int, bool, bool]], uses: list[Use],
                       max_names: int) -> list[Use] | None:
@@ -284,7 +338,7 @@ class ValueFlow:
     def _walk(self, use: cst.CSTNode, needs: bool, unknown: bool, todo: list) -> Use:
         child = use
         while True:
-            step = self._step(child)
+            step = (self._terms_only and self._term_step(child)) or self._step(child)
             needs = needs or step.needs_tensor
             unknown = unknown or step.unknown_call
             if step.aliases:

@@ -52,6 +52,7 @@ class _Candidate:
     scalar: bool
     region: cst.CSTNode
     when: Callable[[], bool] | None
+    scope: cst.CSTNode  # the function (or module) the accumulation is in
 
 
 @dataclass
@@ -197,6 +198,7 @@ class LossHistoryAccumulation(Rule):
             _Candidate(
                 node, self.ctx.statement, accumulator, expr, by_analysis, backpropagated, evidence,
                 self._is_scalar(expr), self._region(accumulator), when,
+                self.ctx.function.node if self.ctx.function is not None else self.ctx.module,
             )
         )
 
@@ -219,7 +221,7 @@ class LossHistoryAccumulation(Rule):
         if state is None:
             return
         for candidate in state.candidates:
-            backed_by_backward = bool(candidate.evidence & state.backpropagated)
+            backed_by_backward = bool(candidate.evidence & state.backpropagated) or self._term_of_backward(loop, candidate)
             if not candidate.by_analysis and not backed_by_backward:
                 continue
             if backed_by_backward and self._reset_per_update(loop, state, candidate.accumulator):
@@ -242,6 +244,18 @@ class LossHistoryAccumulation(Rule):
             message = self._message(candidate, sinks, backpropagated)
             self.report(candidate.node, message, self._fix(candidate, scalar, uses),
                         when=when, statement=candidate.statement)
+
+    def _term_of_backward(self, loop: cst.For | cst.While, candidate: _Candidate) -> bool:
+        """What is accumulated is backpropagated in the loop as (a term of) another name's value:
+        ``loss_total = loss; loss_total.backward()``, ``loss = r_loss + alpha * d_loss; loss.backward()``."""
+        flow = self.ctx.value_flow(candidate.scope)
+        body = self.ctx.flow(loop)
+        return any(
+            body.contains(use.node)
+            for node in _carried_nodes(candidate.expr)
+            if isinstance(node, cst.Name)
+            for use in flow.backpropagated_uses(node.value, node)
+        )
 
     def _reset_per_update(self, loop: cst.For | cst.While, state: _LoopState, accumulator: str) -> bool:
         """The loop body starts the accumulator afresh on every iteration, or together with an
@@ -348,21 +362,26 @@ class LossHistoryAccumulation(Rule):
 
 
 def _names_carried(expr: cst.BaseExpression) -> set[str]:
-    """Names whose graph ``expr`` certainly carries: ``loss``, ``loss * n``, ``-loss``, ``scaler.scale(loss)``;
-    of a quotient only the numerator (``loss / self.accum_steps``, ``x.item() / self.n``: the divisor
-    is a count, and a backward() through the quotient proves nothing about it)."""
-    key = dotted_name(expr)
-    if key is not None:
-        return {key}
+    """Names whose graph ``expr`` certainly carries (see ``_carried_nodes``)."""
+    return {key for node in _carried_nodes(expr) if (key := dotted_name(node)) is not None}
+
+
+def _carried_nodes(expr: cst.BaseExpression) -> list[cst.BaseExpression]:
+    """The names (and ``self.x`` keys) whose graph ``expr`` certainly carries: ``loss``, ``loss * n``,
+    ``-loss``, ``scaler.scale(loss)``; of a quotient only the numerator (``loss / self.accum_steps``,
+    ``x.item() / self.n``: the divisor is a count, and a backward() through the quotient proves
+    nothing about it)."""
+    if dotted_name(expr) is not None:
+        return [expr]
     if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, cst.Divide):
-        return _names_carried(expr.left)
+        return _carried_nodes(expr.left)
     if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, (cst.Add, cst.Subtract, cst.Multiply)):
-        return _names_carried(expr.left) | _names_carried(expr.right)
+        return _carried_nodes(expr.left) + _carried_nodes(expr.right)
     if isinstance(expr, cst.UnaryOperation) and isinstance(expr.operator, cst.Minus):
-        return _names_carried(expr.expression)
+        return _carried_nodes(expr.expression)
     if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) and expr.func.attr.value == "scale":
-        return {name for arg in expr.args for name in _names_carried(arg.value)}
-    return set()
+        return [node for arg in expr.args for node in _carried_nodes(arg.value)]
+    return []
 
 
 def _reduces(call: cst.Call) -> bool:
