@@ -289,8 +289,11 @@ class ValueFlow:
         kind = type(parent)
         if kind is cst.BinaryOperation:
             operator = type(parent.operator)
-            if operator in (cst.Add, cst.Subtract, cst.Multiply) or (operator is cst.Divide and parent.left is child):
+            other = parent.right if parent.left is child else parent.left
+            if operator in (cst.Add, cst.Subtract) or (operator is cst.Divide and parent.left is child):
                 return None
+            if operator is cst.Multiply and self._is_weight(other):
+                return None  # `alpha * d_loss`; in `-log_prob * reward` the reward is no term
             return _Step(Sink.DROPPED)
         if kind is cst.UnaryOperation:
             return None if type(parent.operator) is cst.Minus else _Step(Sink.DROPPED)
@@ -306,6 +309,15 @@ class ValueFlow:
             backward = event is not None and event.kind is EventKind.BACKWARD and event.subject is child
             return _Step(Sink.BACKWARD) if backward else _Step(Sink.DROPPED)
         return _Step(Sink.DROPPED)
+
+    def _is_weight(self, factor: cst.BaseExpression) -> bool:
+        """A factor that scales a loss term: a number, or a hyperparameter read from an object
+        (``args.alpha``, ``self.beta``, ``config.value_weight``)."""
+        if isinstance(factor, cst.UnaryOperation):
+            return self._is_weight(factor.expression)
+        if isinstance(factor, cst.Attribute):
+            return dotted_name(factor) is not None
+        return self.ctx.value_of(factor).kind is Kind.NUMBER
 
     def _follow_names(self, todo: list[tuple[str, int, bool, bool]], uses: list[Use],
                       max_names: int) -> list[Use] | None:

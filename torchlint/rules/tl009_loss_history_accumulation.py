@@ -141,9 +141,7 @@ class LossHistoryAccumulation(Rule):
             self._candidate(node, key, left)
 
     def visit_Call(self, node: cst.Call) -> None:
-        if not self.ctx.loops:
-            return
-        event = self.ctx.autograd_event(node)
+        event = self.ctx.autograd_event(node) if self.ctx.loops else None
         if event is not None:
             if event.kind is EventKind.BACKWARD and event.subject is not None:
                 self._note_backward(node, event.subject)
@@ -176,31 +174,53 @@ class LossHistoryAccumulation(Rule):
                     state.scalar_backpropagated.add(self._binding(name))
 
     def _candidate(self, node: cst.CSTNode, accumulator: str, expr: cst.BaseExpression) -> None:
-        if not self.ctx.loops or id(self.ctx.loops[-1]) not in self._loops:
+        if not self.ctx.loops:
+            if self._history_of_calls(accumulator):
+                candidate = self._make_candidate(node, accumulator, expr)
+                if candidate is not None:
+                    self._judge_history_of_calls(candidate)
             return
+        if id(self.ctx.loops[-1]) not in self._loops:
+            return
+        candidate = self._make_candidate(node, accumulator, expr)
+        if candidate is not None:
+            self._loops[id(self.ctx.loops[-1])].candidates.append(candidate)
+
+    def _make_candidate(self, node: cst.CSTNode, accumulator: str, expr: cst.BaseExpression) -> _Candidate | None:
         mode = self.ctx.grad_mode
         if mode.statically_disabled:
-            return
+            return None
         value = self.ctx.value_of(expr)
         if value.kind in (Kind.PLAIN, Kind.NUMBER, Kind.LEAF) or "detached" in value.tags:
-            return
+            return None
         if value.kind not in (Kind.NONLEAF, Kind.UNKNOWN):
-            return
+            return None
         evidence = {self._binding(name) for name in _names_carried(expr)}
         # A non-leaf, or a value a backward() went through (a helper's backpropagated loss).
         backpropagated = BACKPROPAGATED in value.tags
         by_analysis = value.kind is Kind.NONLEAF or backpropagated
         if not by_analysis and not evidence:
-            return
+            return None
         # A non-leaf in a function whose callers we may not see: only if some call runs it with grad.
         when = mode.may_be_enabled if by_analysis and not backpropagated and not mode.statically_enabled else None
-        self._loops[id(self.ctx.loops[-1])].candidates.append(
-            _Candidate(
-                node, self.ctx.statement, accumulator, expr, by_analysis, backpropagated, evidence,
-                self._is_scalar(expr), self._region(accumulator), when,
-                self.ctx.function.node if self.ctx.function is not None else self.ctx.module,
-            )
+        return _Candidate(
+            node, self.ctx.statement, accumulator, expr, by_analysis, backpropagated, evidence,
+            self._is_scalar(expr), self._region(accumulator), when,
+            self.ctx.function.node if self.ctx.function is not None else self.ctx.module,
         )
+
+    def _history_of_calls(self, accumulator: str) -> bool:
+        """``self.cost_his.append(loss)`` in a method, outside any loop: every call of the method
+        (a training step) adds to a history the instance keeps, when the method does not start it
+        afresh and another method reads it (plots, averages, returns it)."""
+        function = self.ctx.function
+        if function is None or function.cls is None or not function.is_method or function.name == "__init__":
+            return False
+        if not accumulator.startswith("self.") or accumulator.count(".") != 1:
+            return False
+        uses = function.cls.attribute_uses()
+        attr = accumulator[5:]
+        return function.name not in uses.assigners(attr) and bool(uses.readers(attr) - {function.name})
 
     def _region(self, accumulator: str) -> cst.CSTNode:
         """Where the accumulator can be used: its function, or the whole module."""
@@ -245,11 +265,28 @@ class LossHistoryAccumulation(Rule):
             self.report(candidate.node, message, self._fix(candidate, scalar, uses),
                         when=when, statement=candidate.statement)
 
-    def _term_of_backward(self, loop: cst.For | cst.While, candidate: _Candidate) -> bool:
-        """What is accumulated is backpropagated in the loop as (a term of) another name's value:
-        ``loss_total = loss; loss_total.backward()``, ``loss = r_loss + alpha * d_loss; loss.backward()``."""
+    def _judge_history_of_calls(self, candidate: _Candidate) -> None:
+        """A history kept across calls of a method: a finding when each value was backpropagated
+        in the method (it carries a graph, and the history only keeps it alive)."""
+        if not self._term_of_backward(None, candidate):
+            return
+        uses = self.ctx.value_flow(candidate.region).follow(candidate.accumulator)
+        if uses is None:
+            return
+        sinks = {use.sink for use in uses}
+        if Sink.BACKWARD in sinks:
+            return
+        function = self.ctx.function
+        assert function is not None
+        message = self._message(candidate, sinks, True, f"`{function.name}()` call")
+        self.report(candidate.node, message, self._fix(candidate, candidate.scalar, uses), statement=candidate.statement)
+
+    def _term_of_backward(self, loop: cst.For | cst.While | None, candidate: _Candidate) -> bool:
+        """What is accumulated is backpropagated (in the loop, else in its function) as (a term of)
+        another name's value: ``loss_total = loss; loss_total.backward()``,
+        ``loss = r_loss + alpha * d_loss; loss.backward()``."""
         flow = self.ctx.value_flow(candidate.scope)
-        body = self.ctx.flow(loop)
+        body = self.ctx.flow(loop if loop is not None else candidate.scope)
         return any(
             body.contains(use.node)
             for node in _carried_nodes(candidate.expr)
@@ -278,7 +315,7 @@ class LossHistoryAccumulation(Rule):
                 return True
         return False
 
-    def _message(self, candidate: _Candidate, sinks: set[Sink], backpropagated: bool) -> str:
+    def _message(self, candidate: _Candidate, sinks: set[Sink], backpropagated: bool, every: str = "") -> str:
         loss = fixes.source_of(candidate.expr)
         loss = "the loss" if len(loss) > 40 else f"`{loss}`"
         consequence = ""
@@ -288,9 +325,10 @@ class LossHistoryAccumulation(Rule):
             consequence = "; passing it on keeps them alive after the loop too"
         # backward() frees the saved activations; the accumulated losses still link the graph nodes
         kept = "graph" if backpropagated else "graph (and its saved activations)"
+        kept_of_every = f"the {kept} of every {every}" if every else f"every iteration's {kept}"
         return (
-            f"{loss} still carries its autograd graph; accumulating it into `{candidate.accumulator}` keeps every "
-            f"iteration's {kept} alive{consequence}; accumulate `.item()` (or `.detach()`) instead"
+            f"{loss} still carries its autograd graph; accumulating it into `{candidate.accumulator}` keeps "
+            f"{kept_of_every} alive{consequence}; accumulate `.item()` (or `.detach()`) instead"
         )
 
     def _fix(self, candidate: _Candidate, scalar: bool, uses: list[Use]) -> Fix:
