@@ -264,12 +264,74 @@ class ValueFlow:
         site = self._binding_before(key, reference)
         if site is None:
             return []
+        # `loss, loss_kl = compute_loss(batch)` where the helper returns `loss_a + loss_kl, loss_kl`:
+        # the name bound to the sum carries `loss_kl` too.
+        carriers = [key, *self._sums_returned_with(key, site)]
+        at = self._order[id(site)]
         self._terms_only = True
         try:
-            uses = self._follow_names([(key, self._order[id(site)], False, False)], [], 20)
+            uses = self._follow_names([(name, at, False, False) for name in carriers], [], 20)
         finally:
             self._terms_only = False
         return [use for use in uses or () if use.sink is Sink.BACKWARD]
+
+    def _sums_returned_with(self, key: str, site: cst.CSTNode) -> list[str]:
+        """For ``a, b, c = helper(...)`` (a helper in this file returning a tuple): the targets
+        bound to a returned value of which ``key``'s returned value is a term."""
+        if not (isinstance(site, cst.Assign) and len(site.targets) == 1 and isinstance(site.value, cst.Call)):
+            return []
+        target = site.targets[0].target
+        if not isinstance(target, (cst.Tuple, cst.List)):
+            return []
+        names = [element.value.value if isinstance(element.value, cst.Name) else None for element in target.elements]
+        if key not in names:
+            return []
+        callee = self.ctx.resolve_function(site.value.func)
+        if callee is None:
+            return []
+        position = names.index(key)
+        flow = self.ctx.value_flow(callee.node)
+        found: list[str] = []
+        for returned in _returned_tuples(callee.node, len(names)):
+            mine = returned[position]
+            if not isinstance(mine, cst.Name):
+                continue
+            for index, item in enumerate(returned):
+                name = names[index]
+                if index != position and name is not None and name not in found and mine.value in flow.terms(item):
+                    found.append(name)
+        return found
+
+    def terms(self, expr: cst.BaseExpression, depth: int = 0) -> set[str]:
+        """The names whose values ``expr`` (in the region) is a sum of: itself for a name, and the
+        terms of what it was bound to (``loss = rec + beta * kl`` -> rec, beta's factor kl ...),
+        through sums, differences, products by a weight and numerators."""
+        if depth > 6:  # name hops
+            return set()
+        if isinstance(expr, cst.Name):
+            found = {expr.value}
+            site = self._binding_before(expr.value, expr)
+            if isinstance(site, cst.Assign) and len(site.targets) == 1 and isinstance(site.targets[0].target, cst.Name):
+                found |= self.terms(site.value, depth + 1)
+            elif isinstance(site, cst.AugAssign) and type(site.operator) in (cst.AddAssign, cst.SubtractAssign):
+                found |= self.terms(site.target, depth + 1) | self.terms(site.value, depth + 1)
+            return found
+        if isinstance(expr, cst.UnaryOperation) and type(expr.operator) is cst.Minus:
+            return self.terms(expr.expression, depth)
+        if isinstance(expr, cst.BinaryOperation):
+            operator = type(expr.operator)
+            if operator in (cst.Add, cst.Subtract):
+                return self.terms(expr.left, depth) | self.terms(expr.right, depth)
+            if operator is cst.Divide:
+                return self.terms(expr.left, depth)
+            if operator is cst.Multiply:
+                found = set()
+                if self._is_weight(expr.left):
+                    found |= self.terms(expr.right, depth)
+                if self._is_weight(expr.right):
+                    found |= self.terms(expr.left, depth)
+                return found
+        return set()
 
     def _binding_before(self, key: str, reference: cst.CSTNode) -> cst.CSTNode | None:
         """The binding site of ``key`` in the region that comes last before ``reference``."""
@@ -482,6 +544,27 @@ class ValueFlow:
                 return _Step(Sink.ESCAPES)
             keys.append(key)
         return _Step(aliases=tuple(keys))
+
+
+def _returned_tuples(function: cst.FunctionDef, size: int) -> list[list[cst.BaseExpression]]:
+    """The ``return a, b, ...`` tuples of ``size`` items in ``function`` (nested functions excluded)."""
+    found: list[list[cst.BaseExpression]] = []
+
+    class Finder(cst.CSTVisitor):
+        def visit_Return(self, node: cst.Return) -> None:
+            value = node.value
+            if isinstance(value, (cst.Tuple, cst.List)) and len(value.elements) == size:
+                if all(isinstance(element, cst.Element) for element in value.elements):
+                    found.append([element.value for element in value.elements])
+
+        def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+            return node is function
+
+        def visit_Lambda(self, node: cst.Lambda) -> bool:
+            return False
+
+    scan(function, Finder())
+    return found
 
 
 __all__ = [

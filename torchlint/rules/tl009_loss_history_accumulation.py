@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 import libcst as cst
 
 from torchlint import fixes
-from torchlint.analysis.events import EventKind
+from torchlint.analysis.events import EventKind, has_event
 from torchlint.analysis.names import names_in
 from torchlint.analysis import Kind, dotted_name, keyword_arg, positional_args
 from torchlint.analysis.torch_api import LEAF_SOURCE_TOKENS
@@ -211,8 +211,9 @@ class LossHistoryAccumulation(Rule):
 
     def _history_of_calls(self, accumulator: str) -> bool:
         """``self.cost_his.append(loss)`` in a method, outside any loop: every call of the method
-        (a training step) adds to a history the instance keeps, when the method does not start it
-        afresh and another method reads it (plots, averages, returns it)."""
+        adds to a history the instance keeps, when the method does not start it afresh and is a
+        training step (it steps an optimizer: called once per update) or another method reads
+        the history (plots, averages, returns it)."""
         function = self.ctx.function
         if function is None or function.cls is None or not function.is_method or function.name == "__init__":
             return False
@@ -220,7 +221,9 @@ class LossHistoryAccumulation(Rule):
             return False
         uses = function.cls.attribute_uses()
         attr = accumulator[5:]
-        return function.name not in uses.assigners(attr) and bool(uses.readers(attr) - {function.name})
+        if function.name in uses.assigners(attr):
+            return False
+        return bool(uses.readers(attr) - {function.name}) or has_event(self.ctx, function.node.body, EventKind.STEP)
 
     def _region(self, accumulator: str) -> cst.CSTNode:
         """Where the accumulator can be used: its function, or the whole module."""
