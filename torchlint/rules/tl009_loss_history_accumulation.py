@@ -3,7 +3,10 @@ keeps every iteration's autograd graph alive when ``loss`` carries one.
 
 ``loss`` carries a graph when the analysis says it is a non-leaf (built from
 something that requires grad, grad mode on), or when the same binding is
-backpropagated in the loop (``loss.backward()`` only works on a tensor with a graph).
+backpropagated in the loop (``loss.backward()`` only works on a tensor with a graph),
+directly or as a term of what is (``ValueFlow.backpropagated_uses``: an alias, a part of
+a backpropagated sum, a part a helper returns with its sum).  A method outside any loop
+that appends to ``self.<history>`` is judged the same way, its calls being the iterations.
 Where the accumulator goes is the analysis's escape analysis (``analysis.uses``): a
 history that reaches a ``backward()`` (a multi-part loss, stacked outputs) is not a
 finding.  One that escapes (returned, stored, passed to code not seen) is one when each
