@@ -226,12 +226,16 @@ class ValueFlow:
         self.region = region
         self._combines: Callable[[cst.BaseExpression], bool] | None = None  # see follow_value
         self._terms_only = False  # see backpropagated_uses
+        self._references: dict[str, list[cst.CSTNode]] = {}  # references(region, key), by key
         self._parents: dict[int, cst.CSTNode] = {}
         self._order: dict[int, int] = {}
+        self._names: dict[str, list[cst.Name]] = {}  # every Name node by its value, in source order
         stack = [region]
         while stack:
             node = stack.pop()
             self._order[id(node)] = len(self._order)
+            if type(node) is cst.Name:
+                self._names.setdefault(node.value, []).append(node)
             for child in reversed(children(node)):
                 self._parents[id(child)] = node
                 stack.append(child)
@@ -396,11 +400,39 @@ class ValueFlow:
                 # A parameter's value (or what is stored on it: `strategy.loss += penalty`)
                 # belongs to the caller, who sees every change made to it.
                 uses.append(Use(Sink.ESCAPES, self.region, needs, unknown))
-            for reference in references(self.region, name):
+            for reference in self._references_of(name):
                 if self._order.get(id(reference), 0) <= after:
                     continue  # an alias is followed from where it is bound on
                 uses.append(self._walk(reference, needs, unknown, todo))
         return uses
+
+    def _references_of(self, key: str) -> list[cst.CSTNode]:
+        """``references(self.region, key)``, from the index of names built with the tree."""
+        found = self._references.get(key)
+        if found is not None:
+            return found
+        if "." in key:
+            found = references(self.region, key)
+        else:
+            found = []
+            for node in self._names.get(key, ()):
+                parent = self._parents.get(id(node))
+                if not (type(parent) is cst.Attribute and parent.attr is node) and not self._rebound_inside(node, key):
+                    found.append(node)
+        self._references[key] = found
+        return found
+
+    def _rebound_inside(self, node: cst.CSTNode, key: str) -> bool:
+        """``node`` sits in a nested function (or lambda) with its own binding of ``key``."""
+        ancestor = self._parents.get(id(node))
+        while ancestor is not None and ancestor is not self.region:
+            kind = type(ancestor)
+            if kind is cst.FunctionDef and binds_locally(ancestor, key):
+                return True
+            if kind is cst.Lambda and any(p.name.value == key for p in ancestor.params.params):
+                return True
+            ancestor = self._parents.get(id(ancestor))
+        return False
 
     def _parameters(self) -> set[str]:
         region = self.region
