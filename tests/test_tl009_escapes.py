@@ -75,6 +75,31 @@ PROGRAMS: dict[str, tuple[str, str]] = {
         "kept = fit()[0]\n", "leak"),
     "numbers_only": (
         "total = 0\n" + loop("total += loss") + "avg = round(float(total) / 3, 4)\nkept = total\n", "leak"),
+    # Known to carry a graph only as a term of what is backpropagated (the net is a parameter).
+    "alias_backpropagated": (
+        "def epoch(net, batches):\n    total = 0\n    for xb, yb in batches:\n"
+        "        loss = crit(net(xb), yb)\n        loss_total = loss\n        opt.zero_grad()\n"
+        "        loss_total.backward()\n        opt.step()\n        total += loss  # TL009\n"
+        "    return total / len(batches)\nkept = epoch(model, loader)\n", "leak"),
+    "terms_of_a_backpropagated_sum": (
+        "def epoch(net, batches, beta):\n    fit_total = 0\n    for xb, yb in batches:\n"
+        "        out = net(xb)\n        fit = crit(out, yb)\n        size = out.pow(2).mean()\n"
+        "        loss = fit + beta.weight * size\n        opt.zero_grad()\n        loss.backward()\n"
+        "        opt.step()\n        fit_total += fit  # TL009\n    return fit_total\n"
+        "class Hyper:\n    weight = 0.1\nkept = epoch(model, loader, Hyper())\n", "leak"),
+    "parts_returned_with_their_sum": (
+        "def parts(net, xb, yb):\n    out = net(xb)\n    fit = crit(out, yb)\n    size = out.pow(2).mean()\n"
+        "    return fit + 0.1 * size, fit, size\n"
+        "def epoch(net, batches):\n    fits = []\n    for xb, yb in batches:\n"
+        "        loss, fit, size = parts(net, xb, yb)\n        opt.zero_grad()\n        loss.backward()\n"
+        "        opt.step()\n        fits.append(fit)  # TL009\n    return fits\nkept = epoch(model, loader)\n", "leak"),
+    "history_of_a_training_step_method": (
+        "class Agent:\n    def __init__(self, net):\n        self.net = net\n"
+        "        self.optimizer = torch.optim.SGD(net.parameters(), lr=0.05)\n        self.cost_his = []\n"
+        "    def learn(self, xb, yb):\n        loss = crit(self.net(xb), yb)\n        self.optimizer.zero_grad()\n"
+        "        loss.backward()\n        self.optimizer.step()\n        self.cost_his.append(loss)  # TL009\n"
+        "    def costs(self):\n        return np.array(self.cost_his)\n"
+        "agent = Agent(model)\nfor xb, yb in loader:\n    agent.learn(xb, yb)\narr = agent.costs()\n", "M6"),
 }
 
 # Look-alikes that are fine: the accumulated values are backpropagated (no line is marked).
@@ -96,6 +121,18 @@ FINE: dict[str, str] = {
         "        for t in range(x.size(0)):\n            h = self.cell(x[t], h)\n            outputs.append(h)\n"
         "        outputs = torch.stack(outputs)\n        return self.fc(outputs)\n\n"
         "net = RNN()\nloss = net(torch.randn(5, 2, 3)).pow(2).mean()\nloss.backward()\nkept = None\n"),
+    # The divisor of a backpropagated quotient and the factor of a product of names are no terms.
+    "divisor_of_a_backpropagated_quotient": (
+        "def epoch(net, batches):\n    weight_total = 0\n    for xb, yb in batches:\n"
+        "        weights = torch.rand(len(yb), 1)\n        weight_sum = weights.sum()\n"
+        "        loss = ((net(xb) - yb) ** 2 * weights).sum() / weight_sum\n        opt.zero_grad()\n"
+        "        loss.backward()\n        opt.step()\n        weight_total += weight_sum\n    return weight_total\n"
+        "kept = epoch(model, loader)\n"),
+    "reward_scaling_a_log_probability": (
+        "def episode(net, batches):\n    rewards = []\n    for xb, yb in batches:\n"
+        "        log_prob = torch.log_softmax(net(xb).squeeze(1), 0)[0]\n        reward = yb.mean()\n"
+        "        loss = -log_prob * reward\n        opt.zero_grad()\n        loss.backward()\n        opt.step()\n"
+        "        rewards.append(reward)\n    return rewards\nkept = episode(model, loader)\n"),
 }
 
 

@@ -414,6 +414,12 @@ def graph_root_key(expr: cst.BaseExpression) -> str | None:
 def has_backward(ctx: Analyzer, body: cst.CSTNode) -> bool:
     """``body`` calls backward (any spelling; nested functions excluded), as seen from the
     current point."""
+    return has_event(ctx, body, EventKind.BACKWARD)
+
+
+def has_event(ctx: Analyzer, body: cst.CSTNode, kind: EventKind) -> bool:
+    """``body`` has an autograd event of ``kind`` (an optimizer step, a backward ...; nested
+    functions excluded), as seen from the current point."""
     found = False
 
     class Finder(cst.CSTVisitor):
@@ -421,7 +427,7 @@ def has_backward(ctx: Analyzer, body: cst.CSTNode) -> bool:
             nonlocal found
             if not found:
                 event = ctx.autograd_event(node)
-                found = event is not None and event.kind is EventKind.BACKWARD
+                found = event is not None and event.kind is kind
 
         def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
             return False

@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import libcst as cst
 
 from torchlint.analysis.names import dotted_name
 from torchlint.analysis.values import Kind, UNKNOWN, Value, join
+
+if TYPE_CHECKING:
+    from torchlint.analysis.attributes import AttributeUses
 
 
 class Mode(enum.Enum):
@@ -145,6 +149,15 @@ class ClassInfo:
     # the join over the other methods that do).
     init_attrs: dict[str, Value] = field(default_factory=dict)
     other_attrs: dict[str, Value] = field(default_factory=dict)
+    _attribute_uses: AttributeUses | None = None
+
+    def attribute_uses(self) -> AttributeUses:
+        """Which methods assign, change in place and read each ``self.<attr>`` (``analysis/attributes.py``)."""
+        if self._attribute_uses is None:
+            from torchlint.analysis.attributes import attribute_uses
+
+            self._attribute_uses = attribute_uses(self.node)
+        return self._attribute_uses
 
     @property
     def is_module(self) -> bool:

@@ -225,12 +225,17 @@ class ValueFlow:
         self.ctx = ctx
         self.region = region
         self._combines: Callable[[cst.BaseExpression], bool] | None = None  # see follow_value
+        self._terms_only = False  # see backpropagated_uses
+        self._references: dict[str, list[cst.CSTNode]] = {}  # references(region, key), by key
         self._parents: dict[int, cst.CSTNode] = {}
         self._order: dict[int, int] = {}
+        self._names: dict[str, list[cst.Name]] = {}  # every Name node by its value, in source order
         stack = [region]
         while stack:
             node = stack.pop()
             self._order[id(node)] = len(self._order)
+            if type(node) is cst.Name:
+                self._names.setdefault(node.value, []).append(node)
             for child in reversed(children(node)):
                 self._parents[id(child)] = node
                 stack.append(child)
@@ -253,6 +258,133 @@ class ValueFlow:
         finally:
             self._combines = None
 
+    def backpropagated_uses(self, key: str, reference: cst.CSTNode) -> list[Use]:
+        """The ``backward()`` calls the value ``key`` holds at ``reference`` reaches as a *term* of
+        what is backpropagated: itself, an alias (``loss_total = loss``), or a term of a sum,
+        difference, product or the numerator of a quotient (``loss = r_loss + alpha * d_loss``)
+        bound to a name that is backpropagated.  ``backward()`` works only on a tensor with a graph,
+        and a term a sum is backpropagated through was computed with grad.  The value is taken from
+        the nearest binding of ``key`` before ``reference``; any other use ends the walk."""
+        site = self._binding_before(key, reference)
+        if site is None:
+            return []
+        # `loss, loss_kl = compute_loss(batch)` where the helper returns `loss_a + loss_kl, loss_kl`:
+        # the name bound to the sum carries `loss_kl` too.
+        carriers = [key, *self._sums_returned_with(key, site)]
+        at = self._order[id(site)]
+        self._terms_only = True
+        try:
+            uses = self._follow_names([(name, at, False, False) for name in carriers], [], 20)
+        finally:
+            self._terms_only = False
+        return [use for use in uses or () if use.sink is Sink.BACKWARD]
+
+    def _sums_returned_with(self, key: str, site: cst.CSTNode) -> list[str]:
+        """For ``a, b, c = helper(...)`` (a helper in this file returning a tuple): the targets
+        bound to a returned value of which ``key``'s returned value is a term."""
+        if not (isinstance(site, cst.Assign) and len(site.targets) == 1 and isinstance(site.value, cst.Call)):
+            return []
+        target = site.targets[0].target
+        if not isinstance(target, (cst.Tuple, cst.List)):
+            return []
+        names = [element.value.value if isinstance(element.value, cst.Name) else None for element in target.elements]
+        if key not in names:
+            return []
+        callee = self.ctx.resolve_function(site.value.func)
+        if callee is None:
+            return []
+        position = names.index(key)
+        flow = self.ctx.value_flow(callee.node)
+        found: list[str] = []
+        for returned in _returned_tuples(callee.node, len(names)):
+            mine = returned[position]
+            if not isinstance(mine, cst.Name):
+                continue
+            for index, item in enumerate(returned):
+                name = names[index]
+                if index != position and name is not None and name not in found and mine.value in flow.terms(item):
+                    found.append(name)
+        return found
+
+    def terms(self, expr: cst.BaseExpression, depth: int = 0) -> set[str]:
+        """The names whose values ``expr`` (in the region) is a sum of: itself for a name, and the
+        terms of what it was bound to (``loss = rec + beta * kl`` -> rec, beta's factor kl ...),
+        through sums, differences, products by a weight and numerators."""
+        if depth > 6:  # name hops
+            return set()
+        if isinstance(expr, cst.Name):
+            found = {expr.value}
+            site = self._binding_before(expr.value, expr)
+            if isinstance(site, cst.Assign) and len(site.targets) == 1 and isinstance(site.targets[0].target, cst.Name):
+                found |= self.terms(site.value, depth + 1)
+            elif isinstance(site, cst.AugAssign) and type(site.operator) in (cst.AddAssign, cst.SubtractAssign):
+                found |= self.terms(site.target, depth + 1) | self.terms(site.value, depth + 1)
+            return found
+        if isinstance(expr, cst.UnaryOperation) and type(expr.operator) is cst.Minus:
+            return self.terms(expr.expression, depth)
+        if isinstance(expr, cst.BinaryOperation):
+            operator = type(expr.operator)
+            if operator in (cst.Add, cst.Subtract):
+                return self.terms(expr.left, depth) | self.terms(expr.right, depth)
+            if operator is cst.Divide:
+                return self.terms(expr.left, depth)
+            if operator is cst.Multiply:
+                found = set()
+                if self._is_weight(expr.left):
+                    found |= self.terms(expr.right, depth)
+                if self._is_weight(expr.right):
+                    found |= self.terms(expr.left, depth)
+                return found
+        return set()
+
+    def _binding_before(self, key: str, reference: cst.CSTNode) -> cst.CSTNode | None:
+        """The binding site of ``key`` in the region that comes last before ``reference``."""
+        region = self.region
+        body = region.body if isinstance(region, cst.FunctionDef) else region
+        limit = self._order.get(id(reference))
+        if limit is None or "." in key:
+            return None
+        before = [site for site in self.ctx.binding_table(body).of(key).sites
+                  if self._order.get(id(site), limit) < limit]
+        return max(before, key=lambda site: self._order[id(site)], default=None)
+
+    def _term_step(self, child: cst.CSTNode) -> _Step | None:
+        """In ``backpropagated_uses``: where the walk stops because ``child`` stops being a term of
+        the value (None: the usual step)."""
+        parent = self._parents.get(id(child))
+        kind = type(parent)
+        if kind is cst.BinaryOperation:
+            operator = type(parent.operator)
+            other = parent.right if parent.left is child else parent.left
+            if operator in (cst.Add, cst.Subtract) or (operator is cst.Divide and parent.left is child):
+                return None
+            if operator is cst.Multiply and self._is_weight(other):
+                return None  # `alpha * d_loss`; in `-log_prob * reward` the reward is no term
+            return _Step(Sink.DROPPED)
+        if kind is cst.UnaryOperation:
+            return None if type(parent.operator) is cst.Minus else _Step(Sink.DROPPED)
+        if kind in (cst.Assign, cst.AugAssign, cst.AnnAssign):
+            return None  # an alias, or `loss += aux`
+        if kind is cst.Attribute and parent.value is child:
+            call = self._parents.get(id(parent))
+            backward = isinstance(call, cst.Call) and call.func is parent and parent.attr.value == "backward"
+            return None if backward else _Step(Sink.DROPPED)
+        if kind is cst.Arg:
+            call = self._parents.get(id(parent))
+            event = self.ctx.autograd_event(call) if isinstance(call, cst.Call) else None
+            backward = event is not None and event.kind is EventKind.BACKWARD and event.subject is child
+            return _Step(Sink.BACKWARD) if backward else _Step(Sink.DROPPED)
+        return _Step(Sink.DROPPED)
+
+    def _is_weight(self, factor: cst.BaseExpression) -> bool:
+        """A factor that scales a loss term: a number, or a hyperparameter read from an object
+        (``args.alpha``, ``self.beta``, ``config.value_weight``)."""
+        if isinstance(factor, cst.UnaryOperation):
+            return self._is_weight(factor.expression)
+        if isinstance(factor, cst.Attribute):
+            return dotted_name(factor) is not None
+        return self.ctx.value_of(factor).kind is Kind.NUMBER
+
     def _follow_names(self, todo: list[tuple[str, int, bool, bool]], uses: list[Use],
                       max_names: int) -> list[Use] | None:
         """``todo``: (name, followed after this order, needs tensor, through an unknown call)."""
@@ -268,11 +400,39 @@ class ValueFlow:
                 # A parameter's value (or what is stored on it: `strategy.loss += penalty`)
                 # belongs to the caller, who sees every change made to it.
                 uses.append(Use(Sink.ESCAPES, self.region, needs, unknown))
-            for reference in references(self.region, name):
+            for reference in self._references_of(name):
                 if self._order.get(id(reference), 0) <= after:
                     continue  # an alias is followed from where it is bound on
                 uses.append(self._walk(reference, needs, unknown, todo))
         return uses
+
+    def _references_of(self, key: str) -> list[cst.CSTNode]:
+        """``references(self.region, key)``, from the index of names built with the tree."""
+        found = self._references.get(key)
+        if found is not None:
+            return found
+        if "." in key:
+            found = references(self.region, key)
+        else:
+            found = []
+            for node in self._names.get(key, ()):
+                parent = self._parents.get(id(node))
+                if not (type(parent) is cst.Attribute and parent.attr is node) and not self._rebound_inside(node, key):
+                    found.append(node)
+        self._references[key] = found
+        return found
+
+    def _rebound_inside(self, node: cst.CSTNode, key: str) -> bool:
+        """``node`` sits in a nested function (or lambda) with its own binding of ``key``."""
+        ancestor = self._parents.get(id(node))
+        while ancestor is not None and ancestor is not self.region:
+            kind = type(ancestor)
+            if kind is cst.FunctionDef and binds_locally(ancestor, key):
+                return True
+            if kind is cst.Lambda and any(p.name.value == key for p in ancestor.params.params):
+                return True
+            ancestor = self._parents.get(id(ancestor))
+        return False
 
     def _parameters(self) -> set[str]:
         region = self.region
@@ -284,7 +444,7 @@ class ValueFlow:
     def _walk(self, use: cst.CSTNode, needs: bool, unknown: bool, todo: list) -> Use:
         child = use
         while True:
-            step = self._step(child)
+            step = (self._terms_only and self._term_step(child)) or self._step(child)
             needs = needs or step.needs_tensor
             unknown = unknown or step.unknown_call
             if step.aliases:
@@ -416,6 +576,27 @@ class ValueFlow:
                 return _Step(Sink.ESCAPES)
             keys.append(key)
         return _Step(aliases=tuple(keys))
+
+
+def _returned_tuples(function: cst.FunctionDef, size: int) -> list[list[cst.BaseExpression]]:
+    """The ``return a, b, ...`` tuples of ``size`` items in ``function`` (nested functions excluded)."""
+    found: list[list[cst.BaseExpression]] = []
+
+    class Finder(cst.CSTVisitor):
+        def visit_Return(self, node: cst.Return) -> None:
+            value = node.value
+            if isinstance(value, (cst.Tuple, cst.List)) and len(value.elements) == size:
+                if all(isinstance(element, cst.Element) for element in value.elements):
+                    found.append([element.value for element in value.elements])
+
+        def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+            return node is function
+
+        def visit_Lambda(self, node: cst.Lambda) -> bool:
+            return False
+
+    scan(function, Finder())
+    return found
 
 
 __all__ = [

@@ -3,7 +3,10 @@ keeps every iteration's autograd graph alive when ``loss`` carries one.
 
 ``loss`` carries a graph when the analysis says it is a non-leaf (built from
 something that requires grad, grad mode on), or when the same binding is
-backpropagated in the loop (``loss.backward()`` only works on a tensor with a graph).
+backpropagated in the loop (``loss.backward()`` only works on a tensor with a graph),
+directly or as a term of what is (``ValueFlow.backpropagated_uses``: an alias, a part of
+a backpropagated sum, a part a helper returns with its sum).  A method outside any loop
+that appends to ``self.<history>`` is judged the same way, its calls being the iterations.
 Where the accumulator goes is the analysis's escape analysis (``analysis.uses``): a
 history that reaches a ``backward()`` (a multi-part loss, stacked outputs) is not a
 finding.  One that escapes (returned, stored, passed to code not seen) is one when each
@@ -21,7 +24,7 @@ from dataclasses import dataclass, field
 import libcst as cst
 
 from torchlint import fixes
-from torchlint.analysis.events import EventKind
+from torchlint.analysis.events import EventKind, has_event
 from torchlint.analysis.names import names_in
 from torchlint.analysis import Kind, dotted_name, keyword_arg, positional_args
 from torchlint.analysis.torch_api import LEAF_SOURCE_TOKENS
@@ -52,6 +55,7 @@ class _Candidate:
     scalar: bool
     region: cst.CSTNode
     when: Callable[[], bool] | None
+    scope: cst.CSTNode  # the function (or module) the accumulation is in
 
 
 @dataclass
@@ -140,9 +144,7 @@ class LossHistoryAccumulation(Rule):
             self._candidate(node, key, left)
 
     def visit_Call(self, node: cst.Call) -> None:
-        if not self.ctx.loops:
-            return
-        event = self.ctx.autograd_event(node)
+        event = self.ctx.autograd_event(node) if self.ctx.loops else None
         if event is not None:
             if event.kind is EventKind.BACKWARD and event.subject is not None:
                 self._note_backward(node, event.subject)
@@ -175,30 +177,56 @@ class LossHistoryAccumulation(Rule):
                     state.scalar_backpropagated.add(self._binding(name))
 
     def _candidate(self, node: cst.CSTNode, accumulator: str, expr: cst.BaseExpression) -> None:
-        if not self.ctx.loops or id(self.ctx.loops[-1]) not in self._loops:
+        if not self.ctx.loops:
+            if self._history_of_calls(accumulator):
+                candidate = self._make_candidate(node, accumulator, expr)
+                if candidate is not None:
+                    self._judge_history_of_calls(candidate)
             return
+        if id(self.ctx.loops[-1]) not in self._loops:
+            return
+        candidate = self._make_candidate(node, accumulator, expr)
+        if candidate is not None:
+            self._loops[id(self.ctx.loops[-1])].candidates.append(candidate)
+
+    def _make_candidate(self, node: cst.CSTNode, accumulator: str, expr: cst.BaseExpression) -> _Candidate | None:
         mode = self.ctx.grad_mode
         if mode.statically_disabled:
-            return
+            return None
         value = self.ctx.value_of(expr)
         if value.kind in (Kind.PLAIN, Kind.NUMBER, Kind.LEAF) or "detached" in value.tags:
-            return
+            return None
         if value.kind not in (Kind.NONLEAF, Kind.UNKNOWN):
-            return
+            return None
         evidence = {self._binding(name) for name in _names_carried(expr)}
         # A non-leaf, or a value a backward() went through (a helper's backpropagated loss).
         backpropagated = BACKPROPAGATED in value.tags
         by_analysis = value.kind is Kind.NONLEAF or backpropagated
         if not by_analysis and not evidence:
-            return
+            return None
         # A non-leaf in a function whose callers we may not see: only if some call runs it with grad.
         when = mode.may_be_enabled if by_analysis and not backpropagated and not mode.statically_enabled else None
-        self._loops[id(self.ctx.loops[-1])].candidates.append(
-            _Candidate(
-                node, self.ctx.statement, accumulator, expr, by_analysis, backpropagated, evidence,
-                self._is_scalar(expr), self._region(accumulator), when,
-            )
+        return _Candidate(
+            node, self.ctx.statement, accumulator, expr, by_analysis, backpropagated, evidence,
+            self._is_scalar(expr), self._region(accumulator), when,
+            self.ctx.function.node if self.ctx.function is not None else self.ctx.module,
         )
+
+    def _history_of_calls(self, accumulator: str) -> bool:
+        """``self.cost_his.append(loss)`` in a method, outside any loop: every call of the method
+        adds to a history the instance keeps, when the method does not start it afresh and is a
+        training step (it steps an optimizer: called once per update) or another method reads
+        the history (plots, averages, returns it)."""
+        function = self.ctx.function
+        if function is None or function.cls is None or not function.is_method or function.name == "__init__":
+            return False
+        if not accumulator.startswith("self.") or accumulator.count(".") != 1:
+            return False
+        uses = function.cls.attribute_uses()
+        attr = accumulator[5:]
+        if function.name in uses.assigners(attr):
+            return False
+        return bool(uses.readers(attr) - {function.name}) or has_event(self.ctx, function.node.body, EventKind.STEP)
 
     def _region(self, accumulator: str) -> cst.CSTNode:
         """Where the accumulator can be used: its function, or the whole module."""
@@ -219,7 +247,8 @@ class LossHistoryAccumulation(Rule):
         if state is None:
             return
         for candidate in state.candidates:
-            backed_by_backward = bool(candidate.evidence & state.backpropagated)
+            backed_by_backward = bool(candidate.evidence & state.backpropagated) or (
+                bool(state.backpropagated) and self._term_of_backward(loop, candidate))
             if not candidate.by_analysis and not backed_by_backward:
                 continue
             if backed_by_backward and self._reset_per_update(loop, state, candidate.accumulator):
@@ -243,6 +272,35 @@ class LossHistoryAccumulation(Rule):
             self.report(candidate.node, message, self._fix(candidate, scalar, uses),
                         when=when, statement=candidate.statement)
 
+    def _judge_history_of_calls(self, candidate: _Candidate) -> None:
+        """A history kept across calls of a method: a finding when each value was backpropagated
+        in the method (it carries a graph, and the history only keeps it alive)."""
+        if not self._term_of_backward(None, candidate):
+            return
+        uses = self.ctx.value_flow(candidate.region).follow(candidate.accumulator)
+        if uses is None:
+            return
+        sinks = {use.sink for use in uses}
+        if Sink.BACKWARD in sinks:
+            return
+        function = self.ctx.function
+        assert function is not None
+        message = self._message(candidate, sinks, True, f"`{function.name}()` call")
+        self.report(candidate.node, message, self._fix(candidate, candidate.scalar, uses), statement=candidate.statement)
+
+    def _term_of_backward(self, loop: cst.For | cst.While | None, candidate: _Candidate) -> bool:
+        """What is accumulated is backpropagated (in the loop, else in its function) as (a term of)
+        another name's value: ``loss_total = loss; loss_total.backward()``,
+        ``loss = r_loss + alpha * d_loss; loss.backward()``."""
+        flow = self.ctx.value_flow(candidate.scope)
+        body = self.ctx.flow(loop if loop is not None else candidate.scope)
+        return any(
+            body.contains(use.node)
+            for node in _carried_nodes(candidate.expr)
+            if isinstance(node, cst.Name)
+            for use in flow.backpropagated_uses(node.value, node)
+        )
+
     def _reset_per_update(self, loop: cst.For | cst.While, state: _LoopState, accumulator: str) -> bool:
         """The loop body starts the accumulator afresh on every iteration, or together with an
         optimizer step (one update's losses: gradient accumulation).  A reset on a logging cycle
@@ -264,7 +322,7 @@ class LossHistoryAccumulation(Rule):
                 return True
         return False
 
-    def _message(self, candidate: _Candidate, sinks: set[Sink], backpropagated: bool) -> str:
+    def _message(self, candidate: _Candidate, sinks: set[Sink], backpropagated: bool, every: str = "") -> str:
         loss = fixes.source_of(candidate.expr)
         loss = "the loss" if len(loss) > 40 else f"`{loss}`"
         consequence = ""
@@ -274,9 +332,10 @@ class LossHistoryAccumulation(Rule):
             consequence = "; passing it on keeps them alive after the loop too"
         # backward() frees the saved activations; the accumulated losses still link the graph nodes
         kept = "graph" if backpropagated else "graph (and its saved activations)"
+        kept_of_every = f"the {kept} of every {every}" if every else f"every iteration's {kept}"
         return (
-            f"{loss} still carries its autograd graph; accumulating it into `{candidate.accumulator}` keeps every "
-            f"iteration's {kept} alive{consequence}; accumulate `.item()` (or `.detach()`) instead"
+            f"{loss} still carries its autograd graph; accumulating it into `{candidate.accumulator}` keeps "
+            f"{kept_of_every} alive{consequence}; accumulate `.item()` (or `.detach()`) instead"
         )
 
     def _fix(self, candidate: _Candidate, scalar: bool, uses: list[Use]) -> Fix:
@@ -348,21 +407,26 @@ class LossHistoryAccumulation(Rule):
 
 
 def _names_carried(expr: cst.BaseExpression) -> set[str]:
-    """Names whose graph ``expr`` certainly carries: ``loss``, ``loss * n``, ``-loss``, ``scaler.scale(loss)``;
-    of a quotient only the numerator (``loss / self.accum_steps``, ``x.item() / self.n``: the divisor
-    is a count, and a backward() through the quotient proves nothing about it)."""
-    key = dotted_name(expr)
-    if key is not None:
-        return {key}
+    """Names whose graph ``expr`` certainly carries (see ``_carried_nodes``)."""
+    return {key for node in _carried_nodes(expr) if (key := dotted_name(node)) is not None}
+
+
+def _carried_nodes(expr: cst.BaseExpression) -> list[cst.BaseExpression]:
+    """The names (and ``self.x`` keys) whose graph ``expr`` certainly carries: ``loss``, ``loss * n``,
+    ``-loss``, ``scaler.scale(loss)``; of a quotient only the numerator (``loss / self.accum_steps``,
+    ``x.item() / self.n``: the divisor is a count, and a backward() through the quotient proves
+    nothing about it)."""
+    if dotted_name(expr) is not None:
+        return [expr]
     if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, cst.Divide):
-        return _names_carried(expr.left)
+        return _carried_nodes(expr.left)
     if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, (cst.Add, cst.Subtract, cst.Multiply)):
-        return _names_carried(expr.left) | _names_carried(expr.right)
+        return _carried_nodes(expr.left) + _carried_nodes(expr.right)
     if isinstance(expr, cst.UnaryOperation) and isinstance(expr.operator, cst.Minus):
-        return _names_carried(expr.expression)
+        return _carried_nodes(expr.expression)
     if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) and expr.func.attr.value == "scale":
-        return {name for arg in expr.args for name in _names_carried(arg.value)}
-    return set()
+        return [node for arg in expr.args for node in _carried_nodes(arg.value)]
+    return []
 
 
 def _reduces(call: cst.Call) -> bool:
