@@ -206,6 +206,138 @@ def ho_tl004_leaf_grad_read_ok() -> str:
     return _outcome(lambda: f"x.grad={x.grad.item()}, z.grad={z.grad.item()}")
 
 
+# TL006 / TL014: autograd-tutorial demos -------------------------------------------------------------
+@reduction
+def ho_tl006_int_arange_requires_grad() -> str:
+    """`x = torch.arange(1, n + 1, requires_grad=True)` (an int64 range)."""
+    return _outcome(lambda: torch.arange(1, 4, requires_grad=True))
+
+
+@reduction
+def ho_tl014_backward_under_no_grad() -> str:
+    """`with torch.no_grad(): w = torch.ones(n, requires_grad=True); z = w @ x; z.backward()`."""
+    def body() -> str:
+        with torch.no_grad():
+            w = torch.ones(3, requires_grad=True)
+            z = w @ torch.arange(1.0, 4.0)
+            z.backward()
+        return "ran"
+    literal = _outcome(lambda: torch.ones(3, requires_grad=True) @ torch.arange(1, 4))
+    return f"float x: {_outcome(body)}; with the notebook's int x the matmul fails first: {literal}"
+
+
+@reduction
+def ho_tl004_plain_tensor_grad_none_ok() -> str:
+    """`x = torch.arange(1, n + 1)` then `print(x.grad)`: a leaf that never required grad."""
+    x = torch.arange(1, 4)
+    return _outcome(lambda: f"x.grad={x.grad}, is_leaf={x.is_leaf}")
+
+
+# TL002: writes into a Parameter -------------------------------------------------------------------
+@reduction
+def ho_tl002_slice_write_into_parameter() -> str:
+    """`E = nn.Embedding(n, d).weight; E[:, 0::2] = torch.FloatTensor(np.sin(theta))` in grad mode."""
+    E = nn.Embedding(6, 4).weight
+    theta = np.arange(24, dtype=np.float64).reshape(6, 4)
+
+    def write() -> str:
+        E[:, 0::2] = torch.FloatTensor(np.sin(theta[:, 0::2]))
+        return "written"
+
+    def write_no_grad() -> str:
+        with torch.no_grad():
+            E[:, 0::2] = torch.FloatTensor(np.sin(theta[:, 0::2]))
+        return f"written, is_leaf={E.is_leaf}"
+    return f"grad mode: {_outcome(write)}; under no_grad: {_outcome(write_no_grad)}"
+
+
+@reduction
+def ho_tl002_row_write_into_plain_tensor_ok() -> str:
+    """`code = torch.Tensor(N, 20); code[i] = a * mu[B].data + b * mu[A].data`."""
+    mu = _mlp()(torch.randn(4, 2)).expand(4, 20)
+    code = torch.Tensor(3, 20)
+
+    def write() -> str:
+        for i in range(3):
+            code[i] = i / 2 * mu[1].data + (1 - i / 2) * mu[0].data
+        return f"written, code.requires_grad={code.requires_grad}"
+    return _outcome(write)
+
+
+# TL007: in-place ops that autograd allows -----------------------------------------------------------
+@reduction
+def ho_tl007_vae_inplace_exp_add_ok() -> str:
+    """`std = logvar.mul(0.5).exp_(); eps = std.data.new(std.size()).normal_(); z = eps.mul(std).add_(mu)`."""
+    torch.manual_seed(0)
+    enc = nn.Linear(4, 4)
+    out = enc(torch.randn(5, 4))
+    mu, logvar = out[:, :2], out[:, 2:]
+    std = logvar.mul(0.5).exp_()
+    eps = std.data.new(std.size()).normal_()
+    z = eps.mul(std).add_(mu)
+
+    def backward() -> str:
+        z.pow(2).sum().backward()
+        return f"backward ran, grad norm {enc.weight.grad.norm():.3f}"
+    return _outcome(backward)
+
+
+# TL019 / TL015: classifier heads and accuracy -------------------------------------------------------
+@reduction
+def ho_tl019_logits_to_cross_entropy_ok() -> str:
+    """A model whose last layer is Linear (logits) fed to nn.CrossEntropyLoss / F.cross_entropy."""
+    torch.manual_seed(0)
+    x = torch.randn(200, 5)
+    y = (x[:, 0] > 0).long() + (x[:, 1] > 0).long()
+    model = nn.Sequential(nn.Linear(5, 16), nn.ReLU(), nn.Linear(16, 3))
+    opt = torch.optim.Adam(model.parameters(), lr=0.05)
+    for _ in range(200):
+        loss = F.cross_entropy(model(x), y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    acc = (model(x).argmax(1) == y).float().mean().item()
+    return f"final loss {loss.item():.3f}, accuracy {acc:.2f}"
+
+
+@reduction
+def ho_tl015_argmax_numpy_ok() -> str:
+    """`(out.argmax(1) == y).cpu().numpy().mean()` on a module output in grad mode."""
+    out = _mlp()(torch.randn(6, 2))
+    y = torch.zeros(6, dtype=torch.long)
+    return _outcome(lambda: f"{(out.argmax(1) == y).cpu().numpy().mean():.2f} (argmax has no grad)")
+
+
+# TL009 / TL008: meta-learning loops -------------------------------------------------------------------
+@reduction
+def ho_tl009_validation_sum_keeps_graph() -> str:
+    """`val_loss = torch.zeros(1)` then `val_loss += loss / n` per task, in grad mode, never backpropagated."""
+    x, y = _regression()
+    val_loss = torch.zeros(1)
+    for task in range(3):
+        val_model = _mlp()
+        loss = F.mse_loss(val_model(x), y)
+        val_loss += loss / 3
+    return (f"val_loss.requires_grad={val_loss.requires_grad}, grad_fn={type(val_loss.grad_fn).__name__} "
+            f"(each task's graph, and the deep-copied model it went through, stay referenced)")
+
+
+@reduction
+def ho_tl008_meta_accumulate_ok() -> str:
+    """`meta_optim.zero_grad()` once per epoch, `meta_loss.backward()` per task, `meta_optim.step()` after the tasks."""
+    x, y = _regression()
+    model = nn.Linear(2, 1)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    opt.zero_grad()
+    per_task = []
+    for task in range(3):
+        loss = F.mse_loss(model(x[task::3]), y[task::3])
+        loss.backward()
+        per_task.append(torch.autograd.grad(F.mse_loss(model(x[task::3]), y[task::3]), model.weight)[0])
+    summed = torch.stack(per_task).sum(0)
+    return f"accumulated grad equals the sum over tasks: {torch.allclose(model.weight.grad, summed)}"
+
+
 def main(names: list[str]) -> int:
     for name in names or list(REDUCTIONS):
         print(f"{name}: {REDUCTIONS[name]()}")
