@@ -338,6 +338,54 @@ def ho_tl008_meta_accumulate_ok() -> str:
     return f"accumulated grad equals the sum over tasks: {torch.allclose(model.weight.grad, summed)}"
 
 
+@reduction
+def ho_tl019_softmax_then_cross_entropy() -> str:
+    """A model ending in nn.Softmax fed to nn.CrossEntropyLoss (which applies log_softmax again)."""
+    torch.manual_seed(0)
+    x = torch.randn(300, 8)
+    y = (x[:, :4].argmax(1) + 3 * (x[:, 4] > 0).long()) % 6
+    results = []
+    for head in (nn.Identity(), nn.Softmax(dim=-1)):
+        torch.manual_seed(1)
+        model = nn.Sequential(nn.Linear(8, 32), nn.ReLU(), nn.Linear(32, 6), head)
+        opt = torch.optim.Adam(model.parameters(), lr=0.01)
+        for _ in range(300):
+            loss = nn.CrossEntropyLoss()(model(x), y)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+        results.append(f"{loss.item():.2f}")
+    return f"final loss with logits {results[0]}, with a softmax last layer {results[1]} (floor of CE on probabilities: {-np.log(np.e / (np.e + 5)):.2f})"
+
+
+@reduction
+def ho_tl005_freeze_parameters_ok() -> str:
+    """`for param in pretrained.parameters(): param.requires_grad = False` (leaves)."""
+    net = nn.Linear(3, 3)
+    for param in net.parameters():
+        param.requires_grad = False
+    return _outcome(lambda: f"frozen: {[p.requires_grad for p in net.parameters()]}")
+
+
+@reduction
+def ho_tl010_hidden_state_reset_each_batch_ok() -> str:
+    """An LSTM wrapper keeps `self.hidden_state`, reset to None before every batch's single forward."""
+    lstm = nn.LSTM(3, 4, batch_first=True)
+    hidden = None
+    opt = torch.optim.SGD(lstm.parameters(), lr=0.1)
+
+    def two_batches() -> str:
+        nonlocal hidden
+        for _ in range(2):
+            hidden = None
+            out, hidden = lstm(torch.randn(2, 5, 3), hidden)
+            opt.zero_grad()
+            out.sum().backward()
+            opt.step()
+        return "both backwards ran"
+    return _outcome(two_batches)
+
+
 def main(names: list[str]) -> int:
     for name in names or list(REDUCTIONS):
         print(f"{name}: {REDUCTIONS[name]()}")
