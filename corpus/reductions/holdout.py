@@ -386,6 +386,51 @@ def ho_tl010_hidden_state_reset_each_batch_ok() -> str:
     return _outcome(two_batches)
 
 
+@reduction
+def ho_tl009_penalty_summed_into_loss_ok() -> str:
+    """`value_loss += param.pow(2).sum() * l2_reg` for every parameter, then `value_loss.backward()`."""
+    x, y = _regression()
+    net = _mlp()
+    value_loss = F.mse_loss(net(x), y)
+    for param in net.parameters():
+        value_loss += param.pow(2).sum() * 1e-3
+    return _outcome(lambda: value_loss.backward() or f"backward ran, grad set: {net[0].weight.grad is not None}")
+
+
+@reduction
+def ho_tl010_fake_detached_for_d_ok() -> str:
+    """D's loss on `fake.detach()`, D's backward and step, then G's loss through D(fake) and its backward."""
+    def run(detach: bool) -> str:
+        torch.manual_seed(0)
+        gen, disc = nn.Linear(4, 3), nn.Sequential(nn.Linear(3, 1), nn.Sigmoid())
+        opt_d = torch.optim.Adam(disc.parameters())
+        fake = gen(torch.randn(5, 4))
+        d_loss = F.binary_cross_entropy(disc(fake.detach() if detach else fake), torch.zeros(5, 1))
+        d_loss.backward()
+        opt_d.step()
+        g_loss = F.binary_cross_entropy(disc(fake), torch.ones(5, 1))
+        g_loss.backward()
+        return "G's backward ran"
+    return f"with detach: {_outcome(lambda: run(True))}; without: {_outcome(lambda: run(False))}"
+
+
+@reduction
+def ho_tl006_float_fill_ok() -> str:
+    """`torch.full((n,), 1., dtype=torch.float)` labels (float fill, no requires_grad)."""
+    return _outcome(lambda: f"dtype={torch.full((3,), 1., dtype=torch.float).dtype}")
+
+
+@reduction
+def ho_tl015_leaf_numpy_under_no_grad_ok() -> str:
+    """`w = torch.zeros(D, requires_grad=True)`; later `with torch.no_grad(): print(w.numpy())`."""
+    w = torch.zeros(2, requires_grad=True)
+
+    def under_no_grad() -> str:
+        with torch.no_grad():
+            return f"{w.numpy()}"
+    return f"under no_grad: {_outcome(under_no_grad)}; in grad mode: {_outcome(lambda: w.numpy())}"
+
+
 def main(names: list[str]) -> int:
     for name in names or list(REDUCTIONS):
         print(f"{name}: {REDUCTIONS[name]()}")
