@@ -431,6 +431,24 @@ def ho_tl015_leaf_numpy_under_no_grad_ok() -> str:
     return f"under no_grad: {_outcome(under_no_grad)}; in grad mode: {_outcome(lambda: w.numpy())}"
 
 
+@reduction
+def ho_tl009_eval_loss_history_plotted() -> str:
+    """Per epoch: `model.eval(); loss = F.cross_entropy(model(X), Y); losses.append(loss)`, then `plt.plot(epochs, losses)`."""
+    torch.manual_seed(0)
+    x, y = torch.randn(20, 4), torch.randint(0, 3, (20,))
+    model = nn.Linear(4, 3)
+    losses, accuracies = [], []
+    for _ in range(2):
+        model.eval()
+        logits = model(x)
+        losses.append(F.cross_entropy(logits, y))
+        accuracies.append(torch.mean((logits.argmax(dim=1) == y).float()))
+        model.train()
+    return (f"model.eval() keeps grad mode: losses[0].requires_grad={losses[0].requires_grad}; "
+            f"np.asarray(losses): {_outcome(lambda: np.asarray(losses).shape)}; "
+            f"np.asarray(accuracies): {_outcome(lambda: np.asarray(accuracies).shape)}")
+
+
 def main(names: list[str]) -> int:
     for name in names or list(REDUCTIONS):
         print(f"{name}: {REDUCTIONS[name]()}")
