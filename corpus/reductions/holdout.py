@@ -449,6 +449,155 @@ def ho_tl009_eval_loss_history_plotted() -> str:
             f"np.asarray(accuracies): {_outcome(lambda: np.asarray(accuracies).shape)}")
 
 
+# Added with the third batch of held-out files ---------------------------------------------------
+@reduction
+def ho_tl019_softmax_in_forward_then_cross_entropy() -> str:
+    """`forward` ends with `out = out.softmax(dim=1)` and the loop applies `nn.CrossEntropyLoss()` to it."""
+    torch.manual_seed(0)
+    x = torch.randn(64, 8)
+    y = (x @ torch.randn(8) > 0).long()  # separable labels, as a fine-tuned head can reach
+    results = []
+    for with_softmax in (True, False):
+        torch.manual_seed(1)
+        fc = nn.Linear(8, 2)
+        opt = torch.optim.SGD(fc.parameters(), lr=0.5)
+        for _ in range(300):
+            out = fc(x)
+            if with_softmax:
+                out = out.softmax(dim=1)
+            loss = nn.CrossEntropyLoss()(out, y)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+        results.append(loss.item())
+    floor = -np.log(np.e / (np.e + 1))
+    return (f"2 classes, 300 SGD steps: loss {results[0]:.3f} with the softmax (floor -log(e/(e+1)) = {floor:.3f}) "
+            f"against {results[1]:.3f} on logits; no error either way")
+
+
+@reduction
+def ho_tl008_train_step_without_zero_grad() -> str:
+    """A `train_step(self, data)` that runs `loss.backward()` and applies `[v.grad ...]` but never zeroes; fit() calls it per batch."""
+    x, y = _regression()
+    model = nn.Linear(2, 1)
+
+    def train_step() -> float:
+        loss = ((model(x) - y) ** 2).mean()
+        loss.backward()
+        return model.weight.grad.norm().item()
+
+    single = train_step()
+    for _ in range(2):
+        third = train_step()
+    model.zero_grad()
+    fresh = train_step()
+    return (f"same weights, three calls without zeroing: grad norm {single:.3f} -> {third:.3f} (x{third / single:.1f}); "
+            f"after zero_grad: {fresh:.3f}")
+
+
+@reduction
+def ho_tl008_zero_grad_after_apply_ok() -> str:
+    """`loss.backward(); gradients = [...grad...]; optimizer.apply(...) under no_grad; model.zero_grad()`."""
+    x, y = _regression()
+    model = nn.Linear(2, 1)
+    norms = []
+    for _ in range(3):
+        loss = ((model(x) - y) ** 2).mean()
+        loss.backward()
+        norms.append(model.weight.grad.norm().item())
+        model.zero_grad()
+    return "grad norms per call (weights unchanged): " + ", ".join(f"{n:.3f}" for n in norms)
+
+
+@reduction
+def ho_tl019_probability_target_ok() -> str:
+    """`nn.CrossEntropyLoss()(input, target)` with raw `input` and a float (class-probability) `target`."""
+    torch.manual_seed(0)
+    logits = torch.randn(3, 5, requires_grad=True)
+    soft = torch.randn(3, 5).softmax(dim=1)
+    loss = nn.CrossEntropyLoss()(logits, soft)
+    loss.backward()
+    manual = -(soft * logits.log_softmax(dim=1)).sum(dim=1).mean()
+    return (f"probability targets accepted (loss {loss.item():.4f} = -sum(p*log_softmax(input)) {manual.item():.4f}); "
+            f"input.grad set: {logits.grad is not None}")
+
+
+@reduction
+def ho_tl019_logits_from_linear_ok() -> str:
+    """`model = nn.Linear(...)`, `output = model(x)`, `loss = criterion(output, target)` (CrossEntropyLoss on raw scores)."""
+    torch.manual_seed(0)
+    model = nn.Linear(10, 2)
+    output = model(torch.randn(5, 10))
+    loss = nn.CrossEntropyLoss()(output, torch.randint(0, 2, (5,)))
+    loss.backward()
+    return f"rows of output sum to {output.sum(dim=1)[0].item():.3f} (not probabilities); loss {loss.item():.3f}; weight.grad set"
+
+
+@reduction
+def ho_tl003_device_kwarg_leaf_ok() -> str:
+    """`b = torch.randn(1, requires_grad=True, dtype=torch.float, device=device)`; `optim.SGD([b, w], lr=lr)`."""
+    b = torch.randn(1, requires_grad=True, dtype=torch.float, device=DEVICE)
+    moved = torch.randn(1, requires_grad=True).to(DEVICE)
+    return (f"factory with device=: is_leaf={b.is_leaf}, SGD: {_outcome(lambda: type(torch.optim.SGD([b], lr=0.1)).__name__)}; "
+            f"for contrast `.to(device)` after the factory: is_leaf={moved.is_leaf}, "
+            f"SGD: {_outcome(lambda: torch.optim.SGD([moved], lr=0.1))}")
+
+
+@reduction
+def ho_tl003_scaled_then_requires_grad_ok() -> str:
+    """`weights = torch.randn(784, 10) / math.sqrt(784); weights.requires_grad_()` (scale first, then mark)."""
+    weights = torch.randn(4, 3) / 2.0
+    weights.requires_grad_()
+    loss = (torch.randn(2, 4) @ weights).sum()
+    loss.backward()
+    return f"is_leaf={weights.is_leaf}, requires_grad={weights.requires_grad}, grad set after backward: {weights.grad is not None}"
+
+
+@reduction
+def ho_tl005_requires_grad_on_derived_plain_tensor_ok() -> str:
+    """`a = torch.randn(2, 2); a = ((a * 3) / (a - 1)); a.requires_grad_(True)` (arithmetic on a plain tensor)."""
+    a = torch.randn(2, 2)
+    a = (a * 3) / (a - 1)
+    leaf_before = a.is_leaf
+    a.requires_grad_(True)
+    b = (a * a).sum()
+    b.backward()
+    return f"a.is_leaf={leaf_before} (no grad history), requires_grad_ ran, b.grad_fn={type(b.grad_fn).__name__}, a.grad set: {a.grad is not None}"
+
+
+@reduction
+def ho_tl006_float_arange_ok() -> str:
+    """`x = torch.arange(4.0, requires_grad=True)` (float start)."""
+    x = torch.arange(4.0, requires_grad=True)
+    (x * x).sum().backward()
+    return f"dtype={x.dtype}, x.grad={x.grad.tolist()}"
+
+
+@reduction
+def ho_tl014_backward_without_requires_grad() -> str:
+    """`a = Variable(torch.ones(2, 2))` (no requires_grad), `out = ((a + 2) ** 2).sum()`, `out.backward()`."""
+    from torch.autograd import Variable
+    a = Variable(torch.ones(2, 2))
+    out = ((a + 2) ** 2).sum()
+    return f"out.requires_grad={out.requires_grad}; out.backward(): {_outcome(out.backward)}"
+
+
+@reduction
+def ho_tl016_grad_read_after_backward_ok() -> str:
+    """`loss.backward()`, then `w.grad.item()`, the update under no_grad, then `w.grad.zero_()`, all in the loop body."""
+    w = torch.tensor(1.0, requires_grad=True)
+    x, y = torch.tensor([2.0, 4.0]), torch.tensor([20.0, 40.0])
+    seen = []
+    for _ in range(2):
+        loss = ((w * x - y) ** 2).mean()
+        loss.backward()
+        seen.append(w.grad.item())
+        with torch.no_grad():
+            w -= 0.001 * w.grad
+        w.grad.zero_()
+    return f"w.grad read after each backward: {[round(g, 3) for g in seen]}; w={w.item():.4f}"
+
+
 def main(names: list[str]) -> int:
     for name in names or list(REDUCTIONS):
         print(f"{name}: {REDUCTIONS[name]()}")
