@@ -598,6 +598,27 @@ def ho_tl016_grad_read_after_backward_ok() -> str:
     return f"w.grad read after each backward: {[round(g, 3) for g in seen]}; w={w.item():.4f}"
 
 
+@reduction
+def ho_tl018_tensor_of_numpy_ok() -> str:
+    """`torch_inputs = torch.tensor(inputs)` where `inputs` is a NumPy array (no graph to cut)."""
+    import warnings
+    inputs = np.random.rand(4, 2).astype(np.float32)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        t = torch.tensor(inputs)
+    return f"dtype={t.dtype}, requires_grad={t.requires_grad}, warnings={len(caught)}"
+
+
+@reduction
+def ho_tl003_parameter_wrap_ok() -> str:
+    """`self.W = torch.nn.Parameter(torch.rand(input_dim, output_dim))` in a Module's __init__."""
+    W = nn.Parameter(torch.rand(2, 1))
+    opt = torch.optim.SGD([W], lr=0.1)
+    (torch.randn(3, 2) @ W).sum().backward()
+    opt.step()
+    return f"is_leaf={W.is_leaf}, requires_grad={W.requires_grad}, grad set: {W.grad is not None}"
+
+
 def main(names: list[str]) -> int:
     for name in names or list(REDUCTIONS):
         print(f"{name}: {REDUCTIONS[name]()}")
