@@ -619,6 +619,43 @@ def ho_tl003_parameter_wrap_ok() -> str:
     return f"is_leaf={W.is_leaf}, requires_grad={W.requires_grad}, grad set: {W.grad is not None}"
 
 
+@reduction
+def ho_tl018_tensor_of_python_list_ok() -> str:
+    """`tensor_inputs = torch.Tensor(inputs)` where `inputs` is a list of tuples of Python floats."""
+    inputs = [(0.1, 1.0, 2.0), (0.2, 1.5, 2.5)]
+    t = torch.Tensor(inputs)
+    return f"shape={tuple(t.shape)}, dtype={t.dtype}, requires_grad={t.requires_grad} (no tensor, no graph to cut)"
+
+
+@reduction
+def ho_tl009_history_of_returned_item_ok() -> str:
+    """`num_correct, loss = train(...)` where train() ends with `return num_correct, loss.item()`; `history['loss'].append(loss)`; plotted."""
+    x, y = _regression()
+    model = nn.Linear(2, 1)
+    opt = torch.optim.SGD(model.parameters(), lr=0.05)
+
+    def train() -> float:
+        opt.zero_grad()
+        loss = ((model(x) - y) ** 2).mean()
+        loss.backward()
+        opt.step()
+        return loss.item()
+
+    history = {"loss": []}
+    for _ in range(3):
+        history["loss"].append(train())
+    return f"type={type(history['loss'][0]).__name__}; np.asarray(history['loss']): {_outcome(lambda: np.asarray(history['loss']).shape)}"
+
+
+@reduction
+def ho_tl015_input_batch_numpy_ok() -> str:
+    """`data = torch.from_numpy(batch).float()`; `model(data)`; then `data.numpy()` (the input, not the output)."""
+    data = torch.from_numpy(np.random.rand(4, 3)).float()
+    output = nn.Linear(3, 2)(data)
+    return (f"data.requires_grad={data.requires_grad}, data.numpy(): {_outcome(lambda: data.numpy().shape)}; "
+            f"for contrast output.numpy(): {_outcome(lambda: output.numpy())}")
+
+
 def main(names: list[str]) -> int:
     for name in names or list(REDUCTIONS):
         print(f"{name}: {REDUCTIONS[name]()}")
