@@ -656,6 +656,22 @@ def ho_tl015_input_batch_numpy_ok() -> str:
             f"for contrast output.numpy(): {_outcome(lambda: output.numpy())}")
 
 
+@reduction
+def ho_tl009_accuracy_tensor_sum_ok() -> str:
+    """`accuracy += equality.type_as(torch.FloatTensor()).mean()` with `equality = (labels == ps.max(1)[1])`, called under no_grad."""
+    model = nn.Linear(4, 3)
+    accuracy = 0
+    with torch.no_grad():
+        for _ in range(3):
+            x, labels = torch.randn(8, 4), torch.randint(0, 3, (8,))
+            ps = torch.exp(F.log_softmax(model(x), dim=1))
+            equality = labels == ps.max(1)[1]
+            accuracy += equality.type_as(torch.FloatTensor()).mean()
+    grad_mode = (torch.randint(0, 3, (8,)) == torch.exp(model(torch.randn(8, 4))).max(1)[1]).float().mean()
+    return (f"under no_grad: requires_grad={accuracy.requires_grad}, grad_fn={accuracy.grad_fn}; "
+            f"even in grad mode the comparison has no graph: requires_grad={grad_mode.requires_grad}")
+
+
 def main(names: list[str]) -> int:
     for name in names or list(REDUCTIONS):
         print(f"{name}: {REDUCTIONS[name]()}")
