@@ -672,6 +672,17 @@ def ho_tl009_accuracy_tensor_sum_ok() -> str:
             f"even in grad mode the comparison has no graph: requires_grad={grad_mode.requires_grad}")
 
 
+@reduction
+def ho_tl019_log_softmax_nll_ok() -> str:
+    """`forward` ends with `F.log_softmax(x, dim=1)` (or nn.LogSoftmax) and the loop uses `F.nll_loss(output, target)`."""
+    torch.manual_seed(0)
+    logits = torch.randn(6, 4)
+    target = torch.randint(0, 4, (6,))
+    a = F.nll_loss(F.log_softmax(logits, dim=1), target)
+    b = F.cross_entropy(logits, target)
+    return f"nll_loss(log_softmax(z)) = {a.item():.4f}, cross_entropy(z) = {b.item():.4f} (the same loss)"
+
+
 def main(names: list[str]) -> int:
     for name in names or list(REDUCTIONS):
         print(f"{name}: {REDUCTIONS[name]()}")
