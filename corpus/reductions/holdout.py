@@ -35,6 +35,13 @@ def _regression() -> tuple[torch.Tensor, torch.Tensor]:
     return x, x @ torch.tensor([[2.0], [-3.0]]) + 1.0
 
 
+def _linear_sgd(lr: float) -> tuple[torch.Tensor, torch.Tensor, nn.Linear, torch.optim.SGD]:
+    """The regression data, a fresh nn.Linear(2, 1) and plain SGD over it."""
+    x, y = _regression()
+    model = nn.Linear(2, 1)
+    return x, y, model, torch.optim.SGD(model.parameters(), lr=lr)
+
+
 def _mlp() -> nn.Module:
     torch.manual_seed(0)
     return nn.Sequential(nn.Linear(2, 8), nn.ReLU(), nn.Linear(8, 1))
@@ -183,9 +190,7 @@ def ho_tl015_detached_numpy_ok() -> str:
 @reduction
 def ho_tl017_step_then_zero_grad_ok() -> str:
     """`loss.backward(); optimizer.step(); optimizer.zero_grad()` (zeroing after the step)."""
-    x, y = _regression()
-    model = nn.Linear(2, 1)
-    opt = torch.optim.SGD(model.parameters(), lr=0.05)
+    x, y, model, opt = _linear_sgd(0.05)
     before = model.weight.detach().clone()
     losses = []
     for _ in range(20):
@@ -325,9 +330,7 @@ def ho_tl009_validation_sum_keeps_graph() -> str:
 @reduction
 def ho_tl008_meta_accumulate_ok() -> str:
     """`meta_optim.zero_grad()` once per epoch, `meta_loss.backward()` per task, `meta_optim.step()` after the tasks."""
-    x, y = _regression()
-    model = nn.Linear(2, 1)
-    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    x, y, model, opt = _linear_sgd(0.01)
     opt.zero_grad()
     per_task = []
     for task in range(3):
@@ -630,9 +633,7 @@ def ho_tl018_tensor_of_python_list_ok() -> str:
 @reduction
 def ho_tl009_history_of_returned_item_ok() -> str:
     """`num_correct, loss = train(...)` where train() ends with `return num_correct, loss.item()`; `history['loss'].append(loss)`; plotted."""
-    x, y = _regression()
-    model = nn.Linear(2, 1)
-    opt = torch.optim.SGD(model.parameters(), lr=0.05)
+    x, y, model, opt = _linear_sgd(0.05)
 
     def train() -> float:
         opt.zero_grad()
