@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
+from torchlint import interrupt
 from torchlint.analysis import summaries
 from torchlint.analysis.names import dotted_name
 from torchlint.analysis.scopes import UNKNOWN_MODE, ClassInfo, FunctionInfo, Scope
@@ -138,6 +139,7 @@ class Functions:
 
     def _run_deferred(self, scope: Scope) -> None:
         while scope.deferred:
+            interrupt.check()  # a function at a time: the language server may give up a stale lint
             self._analyse_function(scope.deferred.pop(0))
 
     def _analyse_function(self, info: FunctionInfo) -> None:
