@@ -135,3 +135,22 @@ def test_the_worker_gives_up_an_interrupted_lint_and_lints_the_next_request():
     ok, outcome = worker.handle((worker.LINT, "key", program, Settings()))
     assert ok and [finding.code for finding in outcome.findings] == ["TL002"]
     worker.forget("key")
+
+
+def test_an_interrupted_parse_keeps_the_chunks_it_parsed(monkeypatch: pytest.MonkeyPatch):
+    source = (ROOT / "benchmarks" / "corpus" / "mnist.py").read_text(encoding="utf-8")
+    parser = IncrementalParser()
+    checks = 0
+
+    def interrupt_at_the_fifth_chunk() -> None:
+        nonlocal checks
+        checks += 1
+        if checks == 5:
+            raise interrupt.Interrupted
+
+    with monkeypatch.context() as patched:
+        patched.setattr(interrupt, "check", interrupt_at_the_fifth_chunk)
+        with pytest.raises(interrupt.Interrupted):
+            parser(source)
+    assert_same_tree(parser, "# changed\n" + source)
+    assert parser.reused == 3  # the first chunk changed; the second to fourth were parsed before

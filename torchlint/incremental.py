@@ -33,6 +33,7 @@ from dataclasses import dataclass
 
 import libcst as cst
 
+from torchlint import interrupt
 from torchlint.textdiff import line_starts
 
 # Lines that start at column 0 but cannot start a statement: a compound statement's
@@ -104,21 +105,26 @@ class IncrementalParser:
         self.reused = self.parsed = self.failed = 0
         ends = [offset for offset, _ in cuts[1:]] + [len(source)]
         start, line, index = 0, 0, 0
-        while index < len(ends):
-            end = ends[index]
-            key = (start == 0, source[start:end])
-            chunk = self._chunk(key, unparsable)
-            if chunk is None or (end < len(source) and chunk.footer):  # cut here: not where a statement starts
-                if self.failed > MAX_FAILED_CHUNKS:
-                    return None
-                unparsable.add(key)
+        try:
+            while index < len(ends):
+                end = ends[index]
+                key = (start == 0, source[start:end])
+                chunk = self._chunk(key, unparsable)
+                if chunk is None or (end < len(source) and chunk.footer):  # cut here: not where a statement starts
+                    if self.failed > MAX_FAILED_CHUNKS:
+                        return None
+                    unparsable.add(key)
+                    index += 1
+                    continue
+                kept.setdefault(key, []).append(chunk)
+                chunks.append(chunk)
+                starts += [None if first is None else line + first + 1 for first in chunk.first_lines(key[1])]
                 index += 1
-                continue
-            kept.setdefault(key, []).append(chunk)
-            chunks.append(chunk)
-            starts += [None if first is None else line + first + 1 for first in chunk.first_lines(key[1])]
-            index += 1
-            start, line = end, cuts[index][1] if index < len(cuts) else line
+                start, line = end, cuts[index][1] if index < len(cuts) else line
+        except interrupt.Interrupted:  # a newer version will need the chunks parsed so far
+            for key, parses in kept.items():
+                self._chunks.setdefault(key, []).extend(parses)
+            raise
         if start != len(source):  # the last chunks do not parse on their own
             return None
         self._chunks, self._unparsable = kept, unparsable
@@ -132,6 +138,7 @@ class IncrementalParser:
         if cached := self._chunks.get(key):
             self.reused += 1
             return cached.pop()  # each parse is used once: a tree holds no node twice
+        interrupt.check()  # between chunks: a first parse of a long text is given up soon
         self.parsed += 1
         first, text = key
         try:

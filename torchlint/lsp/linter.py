@@ -280,7 +280,7 @@ class Linter:
             try:
                 return await process.call(request)
             except LintInterrupted:
-                if job is None or job.cancelled:
+                if job is not None and job.cancelled:
                     raise
             except WorkerDied:
                 process.stop()
