@@ -79,10 +79,10 @@ def lint(key: str, program: Program, settings: Settings) -> Outcome:
 
 
 def _builder(key: str) -> IncrementalParser:
-    from torchlint.incremental import IncrementalParser  # libcst: only in the worker process
-
     if (parser := parsers.get(key)) is None:
-        parser = parsers[key] = IncrementalParser()
+        from torchlint import incremental  # libcst: imported by the worker process, not the server
+
+        parser = parsers[key] = incremental.IncrementalParser()
     return parser
 
 
