@@ -145,9 +145,9 @@ def lint_content(
     ``# flake8: noqa`` comments to the caller (flake8's plugin, with ``--disable-noqa``).
     ``notebook`` None: a notebook when ``path`` ends in ``.ipynb`` (an editor's Python
     view of a notebook has that name too).  ``build`` builds the tree of a check (the
-    language server's worker reuses the previous version's: ``torchlint.incremental``).  Never raises for bad content: the report's
-    ``error`` says what is wrong (a syntax error, undecodable bytes, invalid notebook
-    JSON), and ``problems`` says it with positions.
+    language server's worker reuses the previous version's: ``torchlint.incremental``).
+    Never raises for bad content: the report's ``error`` says what is wrong (a syntax
+    error, undecodable bytes, invalid notebook JSON), and ``problems`` says it with positions.
     """
     if isinstance(content, str):
         if (unencodable := _unencodable(content)) is not None:
