@@ -3,19 +3,23 @@
 - Hover and code actions on one document are answered while a 6,000-line
   document is being linted (the lint runs in a worker process, not on the
   server's event loop).
-- A 1,000-line document has its diagnostics soon after its last change
-  (debounce included), published or pulled.
+- A 1,000-line document has its diagnostics soon after each change (30 changes of
+  several kinds; debounce included), published or pulled, and they are those of a
+  whole lint of that version.
 - The diagnostics of a text that changed while it was linted are never published,
-  and a long lint of such a text is cancelled.
+  and a long lint of such a text is given up (the worker interrupted, or killed where
+  it cannot be).
 
-The targets are 50 ms and 300 ms; the tests assert looser bounds, for a loaded
-2-core CI machine.  To measure a server (this one, or another checkout's, via
-PYTHONPATH), run this file: ``python tests/test_lsp_latency.py``.
+The targets are 50 ms and 300 ms; the tests assert them scaled by the machine's load
+(a loaded 2-core CI machine runs everything slower) and print the raw numbers.  To
+measure a server (this one, or another checkout's, via PYTHONPATH), run this file:
+``python tests/test_lsp_latency.py``.
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
 import statistics
 import sys
 import time
@@ -31,17 +35,20 @@ from pygls.protocol import default_converter  # noqa: E402
 from pytest_lsp import ClientServerConfig, LanguageClient, client_capabilities  # noqa: E402
 from pytest_lsp.client import DEFAULT_CLIENT_FEATURES, register_lsp_features  # noqa: E402
 
+from torchlint.lsp import worker  # noqa: E402
+
 lsp = pytest.mark.asyncio(loop_scope="module")
 SERVER = [sys.executable, "-m", "torchlint", "server"]
 TIMEOUT = 60.0
 # Asserted bounds, with room for a loaded 2-core CI machine: the median request meets the
 # 50 ms target, nine in ten are answered within REQUEST_BOUND and all within SLOWEST_REQUEST
-# (the server this replaces answered after the whole lint: over a second); the median change
-# has its diagnostics within DIAGNOSTICS_BOUND, or twice the engine's own time for the text.
+# (the server this replaces answered after the whole lint: over a second).  Nine changes in
+# ten have their diagnostics within DIAGNOSTICS_TARGET times the load (see ``slowdown``).
 REQUEST_TARGET = 0.05
 REQUEST_BOUND = 0.25
 SLOWEST_REQUEST = 1.0
-DIAGNOSTICS_BOUND = 1.0
+DIAGNOSTICS_TARGET = 0.3
+CHANGES = 30
 
 MISTAKE = "import torch\n\nw = torch.randn(3, requires_grad=True)\nlr = 0.1\nw -= lr * w.grad\n"
 BLOCK = '''
@@ -220,19 +227,59 @@ async def requests_while_linting(client: LanguageClient, root: Path, lines: int 
     return timings
 
 
-async def diagnostics_after_changes(client: LanguageClient, root: Path, lines: int = 1000, edits: int = 5) -> list[float]:
-    """Seconds from a change of a 1,000-line document to its diagnostics being published."""
-    text = module_of(lines)
-    uri = open_document(client, root / "thousand.py", text)
+def edited_versions(text: str, count: int = CHANGES) -> list[str]:
+    """``count`` successive versions of ``text`` (``module_of``'s), each one edit away from
+    the last, in turn: a comment line above everything (every finding moves down), a
+    comment typed at a line's end in the middle, a statement added to a function's body,
+    a new finding at the module's end."""
+    lines, versions = text.split("\n"), []
+    for number in range(count):
+        kind = number % 4
+        if kind == 0:
+            lines.insert(0, f"# edit {number}")
+        elif kind == 1:
+            lines[300 + 17 * number] += "  # typed"
+        elif kind == 2:
+            at = next(i for i in range(400 + 13 * number, len(lines)) if lines[i].strip() == "optimizer.zero_grad()")
+            lines.insert(at, lines[at].replace("optimizer.zero_grad()", f"print({number})"))
+        else:
+            at = max(i for i, line in enumerate(lines) if line.startswith("def train_"))
+            lines[at:at] = [f"v_{number} = torch.randn(3, requires_grad=True)", f"v_{number} -= 0.1 * v_{number}.grad", "", ""]
+        versions.append("\n".join(lines))
+    return versions
+
+
+def expected_ranges(path: Path, text: str) -> list[tuple[int, int, str]]:
+    """Where a whole lint of ``text`` (in this process, no incremental parse) finds what."""
+    from torchlint.lsp.program import Program, analyse
+    from torchlint.settings import Settings
+
+    findings = analyse(Program.of_file(str(path), path.as_uri(), text), Settings()).findings
+    return sorted((finding.line - 1, finding.col - 1, finding.code) for finding in findings)
+
+
+def ranges(diagnostics: list[types.Diagnostic]) -> list[tuple[int, int, str]]:
+    return sorted((d.range.start.line, d.range.start.character, str(d.code)) for d in diagnostics)
+
+
+async def diagnostics_after_changes(client: LanguageClient, root: Path, lines: int = 1000) -> list[float]:
+    """Seconds from each change of a 1,000-line document to its diagnostics being published
+    (a change every 0.2 s, as keys typed at a moderate pace); some versions' diagnostics
+    are compared with a whole lint's afterwards."""
+    path = root / "thousand.py"
+    uri = open_document(client, path, module_of(lines))
     await published(client, uri, 1)
-    latencies = []
-    for version in range(2, edits + 2):
-        text = f"# edit {version}\n" + text  # moves every finding one line down
+    latencies, checked = [], []
+    for version, text in enumerate(edited_versions(module_of(lines)), start=2):
+        await asyncio.sleep(0.2)
         changed = time.monotonic()
         change_document(client, uri, version, text)
         latencies.append(await published(client, uri, version, since=changed) - changed)
-        assert client.diagnostics[uri][0].range.start.line == module_of(lines).count("\n", 0, _first_finding()) + version - 1
+        if version % 7 == 0:
+            checked.append((text, ranges(client.diagnostics[uri])))
     client.text_document_did_close(types.DidCloseTextDocumentParams(types.TextDocumentIdentifier(uri)))
+    for text, found in checked:
+        assert found == expected_ranges(path, text)
     return latencies
 
 
@@ -241,13 +288,13 @@ def _first_finding() -> int:
     return module_of(100).index("w_0 -=")
 
 
-async def pulled_after_changes(client: LanguageClient, root: Path, lines: int = 1000, edits: int = 5) -> list[float]:
+async def pulled_after_changes(client: LanguageClient, root: Path, lines: int = 1000, edits: int = 10) -> list[float]:
     """Seconds from a change to the answer of the pull request sent right after it (as VS Code does)."""
-    text = module_of(lines)
-    uri = open_document(client, root / "pulled.py", text)
+    path = root / "pulled.py"
+    uri = open_document(client, path, module_of(lines))
     latencies = []
-    for version in range(2, edits + 2):
-        text = f"# edit {version}\n" + text
+    for version, text in enumerate(edited_versions(module_of(lines), edits), start=2):
+        await asyncio.sleep(0.2)
         changed = time.monotonic()
         change_document(client, uri, version, text)
         report = await client.text_document_diagnostic_async(
@@ -255,13 +302,19 @@ async def pulled_after_changes(client: LanguageClient, root: Path, lines: int = 
         )
         latencies.append(time.monotonic() - changed)
         assert isinstance(report, types.RelatedFullDocumentDiagnosticReport)
-        assert report.items[0].range.start.line == module_of(lines).count("\n", 0, _first_finding()) + version - 1
+        if version == edits + 1:
+            assert ranges(report.items) == expected_ranges(path, text)
     client.text_document_did_close(types.DidCloseTextDocumentParams(types.TextDocumentIdentifier(uri)))
     return latencies
 
 
 def milliseconds(values: list[float]) -> str:
-    return f"median {statistics.median(values) * 1000:.0f} ms, max {max(values) * 1000:.0f} ms ({len(values)} changes)"
+    ninth_decile = statistics.quantiles(values, n=10)[-1]
+    raw = " ".join(f"{value * 1000:.0f}" for value in values)
+    return (
+        f"median {statistics.median(values) * 1000:.0f} ms, 90% within {ninth_decile * 1000:.0f} ms, "
+        f"max {max(values) * 1000:.0f} ms ({len(values)} changes: {raw})"
+    )
 
 
 def lint_seconds(lines: int) -> float:
@@ -276,10 +329,23 @@ def lint_seconds(lines: int) -> float:
     return time.perf_counter() - started
 
 
-def check_latencies(what: str, latencies: list[float], lines: int = 1000) -> None:
-    floor = lint_seconds(lines)
-    print(f"\n{what}: {milliseconds(latencies)}; the engine alone: {floor * 1000:.0f} ms")
-    assert statistics.median(latencies) < max(DIAGNOSTICS_BOUND, 2 * floor), milliseconds(latencies)
+def slowdown() -> float:
+    """How much slower than on a quiet machine things run now: runnable processes per core
+    (the load average of the last minute), at least 1."""
+    try:
+        load = os.getloadavg()[0]
+    except OSError:  # not available here
+        return 1.0
+    return max(1.0, load / (os.cpu_count() or 1))
+
+
+def check_latencies(what: str, latencies: list[float], slowed: float) -> None:
+    """Nine changes in ten within the target, scaled by how loaded the machine was (the
+    larger of the load before and after); the raw numbers are printed."""
+    slowed = max(slowed, slowdown())
+    bound = DIAGNOSTICS_TARGET * slowed
+    print(f"\n{what}: {milliseconds(latencies)}; load {slowed:.1f} per core, bound {bound * 1000:.0f} ms")
+    assert statistics.quantiles(latencies, n=10)[-1] < bound, milliseconds(latencies)
 
 
 # ---------------------------------------------------------------- tests
@@ -323,14 +389,17 @@ async def test_hover_and_code_actions_are_answered_while_a_big_module_is_linted(
 
 
 @lsp
-async def test_a_thousand_lines_have_their_diagnostics_soon_after_the_last_change(client: LanguageClient, workspace: Path):
-    check_latencies("1,000-line document, change to published diagnostics", await diagnostics_after_changes(client, workspace))
+async def test_a_thousand_lines_have_their_diagnostics_soon_after_each_change(client: LanguageClient, workspace: Path):
+    slowed = slowdown()
+    latencies = await diagnostics_after_changes(client, workspace)
+    check_latencies("1,000-line document, change to published diagnostics", latencies, slowed)
 
 
 @lsp
 @pytest.mark.skipif(not HAS_PROC, reason="reads the process table from /proc")
-async def test_a_long_stale_lint_is_cancelled(client: LanguageClient, workspace: Path):
-    # A first lint of a big text tells the server how fast lints go.
+async def test_a_long_stale_lint_is_given_up(client: LanguageClient, workspace: Path):
+    # A first lint of a big text tells the server how fast lints go (where the worker is
+    # killed rather than interrupted, the server needs that to decide).
     await published(client, open_document(client, workspace / "measure.py", module_of(1000)), 1)
     (before,) = worker_pids(client._server.pid)  # type: ignore[union-attr]
     text = module_of(6000)
@@ -340,7 +409,10 @@ async def test_a_long_stale_lint_is_cancelled(client: LanguageClient, workspace:
     await published(client, uri, 2)
     assert [p.version for _, p in client.arrivals if p.uri == uri] == [2]  # type: ignore[attr-defined]
     (after,) = worker_pids(client._server.pid)  # type: ignore[union-attr]
-    assert after != before  # the worker linting the old text was killed, and replaced
+    if worker.INTERRUPT_SIGNAL is not None:
+        assert after == before  # interrupted: the same worker, with the statements it parsed
+    else:
+        assert after != before  # the worker linting the old text was killed, and replaced
 
 
 # ---------------------------------------------------------------- measuring a server by hand
@@ -357,6 +429,7 @@ async def measure(root: Path) -> None:
         else:
             print(f"6,000-line lint in progress: {(await requests_while_linting(client, root)).summary()}")
             print(f"1,000 lines, change to published diagnostics: {milliseconds(await diagnostics_after_changes(client, root))}")
+        print(f"load: {slowdown():.1f} per core")
         await client.shutdown_session()
         await client.stop()
 

@@ -11,12 +11,13 @@ import re
 import sys
 import threading
 import warnings
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 
 import libcst as cst
 from libcst.metadata import CodeRange
 
+from torchlint import interrupt
 from torchlint.analysis import Analyzer
 from torchlint.analysis.positions import ModulePositions
 from torchlint.analysis.walk import children
@@ -85,14 +86,19 @@ def _token_index(rules: tuple[type[Rule], ...]) -> tuple[frozenset[type[Rule]], 
     return always, tuple((token, frozenset(owners[token])) for token in ordered)
 
 
-def parse(source: str) -> cst.Module:
+# Builds the tree of a source CPython's parser accepted (``cst.parse_module``, or a parser
+# that reuses an earlier version's statements: ``torchlint.incremental``).
+Build = Callable[[str], cst.Module]
+
+
+def parse(source: str, build: Build | None = None) -> cst.Module:
     if len(source) > MAX_SOURCE_BYTES:  # memory: libcst needs ~250 bytes per character
         raise SourceError(too_large(len(source)))
     rejected = _check_nesting(source)
     try:
         if rejected is None:
             with _node_validation_skipped():  # CPython accepted it: libcst's checks would pass
-                return cst.parse_module(source)
+                return (build or cst.parse_module)(source)
         return _parse_on_large_stack(source)
     except cst.ParserSyntaxError as error:
         if rejected is not None:  # both parsers reject it: CPython's message is the familiar one
@@ -304,22 +310,26 @@ def lint_source(
     options: RuleOptions = RuleOptions(),
     *,
     respect_noqa: bool = True,
+    build: Build | None = None,
 ) -> LintResult:
     """Lint one module's source with the given rules.
 
     ``respect_noqa`` False leaves ``# noqa`` and ``# flake8: noqa`` comments to the caller
     (flake8 applies them itself); torchlint's own file-level ``# torchlint: noqa`` always counts.
+    ``build``: how the tree is built (see ``parse``).
     """
     try:
         # A file's trees are built and dropped in one go: generational collections
         # during the build only rescan them (measured: a quarter of the CPU per line).
         with _gc_paused():
-            return _lint_source(source, rules, options, respect_noqa)
+            return _lint_source(source, rules, options, respect_noqa, build)
     except RecursionError:  # any of the tree walks (analysis, positions, audits)
         raise SourceError(_TOO_DEEP) from None
 
 
-def _lint_source(source: str, rules: Sequence[type[Rule]], options: RuleOptions, respect_noqa: bool) -> LintResult:
+def _lint_source(
+    source: str, rules: Sequence[type[Rule]], options: RuleOptions, respect_noqa: bool, build: Build | None
+) -> LintResult:
     # ``# flake8: noqa`` is a noqa comment: the caller that applies those (flake8) decides.
     if file_is_exempt(source, flake8=respect_noqa):
         check_syntax(source)  # like ruff: a syntax error cannot be silenced
@@ -334,11 +344,14 @@ def _lint_source(source: str, rules: Sequence[type[Rule]], options: RuleOptions,
     if not checks and not audits:
         check_syntax(source)  # nothing to analyse, but a syntax error is still reported
         return LintResult([])
-    module = parse(source)
+    module = parse(source, build)
+    interrupt.check()  # the language server's worker: a newer text came while parsing this one
     diagnostics = _analyse(module, source, checks, options) if checks else []
     if not diagnostics and not audits:
         return LintResult([], module, parsed=True)
-    positions = ModulePositions(module, source)
+    # A builder that assembled the tree from statements may know where they start.
+    known_starts = getattr(build, "statement_starts", None)
+    positions = ModulePositions(module, source, known_starts(module) if known_starts is not None else None)
     lines = NoqaLines(source)
     used: set[Use] = set()
     findings = _position(diagnostics, positions, lines if respect_noqa else None, used)

@@ -29,7 +29,7 @@ from torchlint.files import MAX_NOTEBOOK_BYTES, MAX_SOURCE_BYTES, ReadError, Sou
 from torchlint.settings import Settings, resolve_rules
 
 if TYPE_CHECKING:
-    from torchlint.engine import SourceError
+    from torchlint.engine import Build, SourceError
     from torchlint.notebook import Notebook
     from torchlint.rule import Rule
 
@@ -135,6 +135,7 @@ def lint_content(
     unsafe: bool | None = None,
     respect_noqa: bool = True,
     notebook: bool | None = None,
+    build: Build | None = None,
 ) -> Linted:
     """Lint one file's content (bytes as stored, decoded as Python does, or text).
 
@@ -143,9 +144,10 @@ def lint_content(
     settings' ``unsafe_fixes``.  ``respect_noqa`` False leaves ``# noqa`` and
     ``# flake8: noqa`` comments to the caller (flake8's plugin, with ``--disable-noqa``).
     ``notebook`` None: a notebook when ``path`` ends in ``.ipynb`` (an editor's Python
-    view of a notebook has that name too).  Never raises for bad content: the report's
-    ``error`` says what is wrong (a syntax error, undecodable bytes, invalid notebook
-    JSON), and ``problems`` says it with positions.
+    view of a notebook has that name too).  ``build`` builds the tree of a check (the
+    language server's worker reuses the previous version's: ``torchlint.incremental``).
+    Never raises for bad content: the report's ``error`` says what is wrong (a syntax
+    error, undecodable bytes, invalid notebook JSON), and ``problems`` says it with positions.
     """
     if isinstance(content, str):
         if (unencodable := _unencodable(content)) is not None:
@@ -157,7 +159,8 @@ def lint_content(
         except ReadError as error:
             return Linted(FileReport(path, error=str(error)), problems=[Problem(str(error))])
     selected = rules_for_path(path, resolve_rules(settings) if rules is None else rules, settings)
-    job = _Job(path, settings, selected, action, settings.unsafe_fixes if unsafe is None else unsafe, respect_noqa)
+    unsafe = settings.unsafe_fixes if unsafe is None else unsafe
+    job = _Job(path, settings, selected, action, unsafe, respect_noqa, build)
     as_notebook = is_notebook(path) if notebook is None else notebook
     linted = _lint_notebook(job, source) if as_notebook else _lint_python(job, source)
     linted.original, linted.encoding = source, source.encoding
@@ -185,6 +188,7 @@ class _Job:
     action: Action
     unsafe: bool
     respect_noqa: bool
+    build: Build | None = None
 
 
 @dataclass
@@ -209,7 +213,7 @@ def _run(job: _Job, program: str) -> _Outcome:
         fixed = engine.fix_source(program, job.rules, options, unsafe=job.unsafe)
         return _Outcome(fixed.source, fixed.remaining, fixed=len(fixed.applied),
                         fixed_codes=[finding.code for finding in fixed.applied])
-    result = engine.lint_source(program, job.rules, options, respect_noqa=job.respect_noqa)
+    result = engine.lint_source(program, job.rules, options, respect_noqa=job.respect_noqa, build=job.build)
     if job.action is Action.ADD_NOQA:
         return _with_noqa_comments(program, result.findings)
     findings = engine.with_fix_edits(result, program) if job.settings.fix_edits else result.findings

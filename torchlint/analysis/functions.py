@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
+from torchlint import interrupt
 from torchlint.analysis import summaries
 from torchlint.analysis.names import dotted_name
 from torchlint.analysis.scopes import UNKNOWN_MODE, ClassInfo, FunctionInfo, Scope
@@ -145,6 +146,7 @@ class Functions:
         deferred = scope.deferred
         while deferred:
             info = deferred.pop(0)
+            interrupt.check()  # a function at a time: the language server may give up a stale lint
             if deferred and id(info) not in postponed and self._calls_pending(info):
                 postponed.add(id(info))
                 deferred.append(info)

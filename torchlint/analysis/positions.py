@@ -70,8 +70,11 @@ class ModulePositions(Mapping[cst.CSTNode, CodeRange]):
     """``node_positions(module)``, computed lazily: ``at(node, near)`` generates only the
     top-level statement (or header/footer line) that holds ``near``."""
 
-    def __init__(self, module: cst.Module, source: str) -> None:
+    def __init__(self, module: cst.Module, source: str, body_starts: Sequence[int | None] | None = None) -> None:
+        """``body_starts``: the first line of each top-level statement, when the caller knows
+        them (``statement_starts`` otherwise finds them; a wrong one only costs time)."""
         self._module = module
+        self._body_starts = body_starts
         self._source = source
         self._pieces: list[cst.CSTNode] = [*module.header, *module.body, *module.footer]
         self._spans: _Spans = {}
@@ -159,14 +162,14 @@ class ModulePositions(Mapping[cst.CSTNode, CodeRange]):
         module = self._module
         header, footer = len(module.header), len(module.footer)
         starts: list[int | None] = [index + 1 for index in range(header)]
-        starts += _statement_starts(module.body, self._source)
+        starts += self._body_starts if self._body_starts is not None else statement_starts(module.body, self._source)
         offsets = self._offsets()
         lines = len(offsets) - 1 if self._source.endswith(("\n", "\r")) or not self._source else len(offsets)
         starts += [lines - footer + 1 + index for index in range(footer)]
         return starts
 
 
-def _statement_starts(body: Sequence[cst.BaseStatement], source: str) -> list[int | None]:
+def statement_starts(body: Sequence[cst.BaseStatement], source: str) -> list[int | None]:
     """The first line of each top-level statement's code (its leading blank and comment lines
     included), from CPython's parser; all None when that cannot tell."""
     unknown: list[int | None] = [None] * len(body)

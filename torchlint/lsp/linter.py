@@ -3,9 +3,11 @@ process, fed one request at a time from two queues.
 
 - Lints: at most one waiting per target.  A newer text of a target replaces its
   waiting lint, so a stale text is never linted once a newer one is known.  A lint
-  already running is cancelled (its worker killed, and a new one started) when it
-  would take longer to finish than a new worker takes to start; otherwise it
-  finishes, and the server drops its result.
+  already running is interrupted (the worker gets ``SIGUSR1``, stops before the next
+  function it would analyse, and keeps its parsed statements for the newer text).
+  Where there is no such signal, it is cancelled (its worker killed, and a new one
+  started) when it would take longer to finish than a new worker takes to start;
+  otherwise it finishes, and the server drops its result.
 - Edits of code actions: answered before any waiting lint (the user is waiting).
 
 If the worker dies (a crash in the parser, the system killing it), a new one is
@@ -16,6 +18,7 @@ with an internal error (a diagnostic saying so), and the server keeps serving.
 from __future__ import annotations
 
 import asyncio
+import os
 import pickle
 import sys
 import time
@@ -36,6 +39,10 @@ MEASURED_SIZE = 10_000
 
 class WorkerDied(Exception):
     pass
+
+
+class LintInterrupted(Exception):
+    """The worker gave the lint up, as asked (``WorkerProcess.interrupt``)."""
 
 
 class WorkerProcess:
@@ -68,8 +75,14 @@ class WorkerProcess:
         except (asyncio.IncompleteReadError, BrokenPipeError, ConnectionResetError) as error:
             raise WorkerDied(f"the lint worker stopped (exit code {self.process.returncode})") from error
         if not ok:
-            raise RuntimeError(value)
+            raise LintInterrupted() if value == worker.INTERRUPTED else RuntimeError(value)
         return value
+
+    def interrupt(self) -> None:
+        """Ask the worker to give up the lint it is running (``worker.INTERRUPT_SIGNAL``)."""
+        assert worker.INTERRUPT_SIGNAL is not None
+        if self.process.returncode is None:
+            os.kill(self.process.pid, worker.INTERRUPT_SIGNAL)
 
     def stop(self) -> None:
         if self.process.returncode is None:
@@ -150,11 +163,21 @@ class Linter:
         if self.process is not None:
             self.process.stop()
 
+    @property
+    def idle(self) -> bool:
+        """Whether a lint asked for now would start at once."""
+        return self.running is None and not self.lints and not self.edits_waiting
+
     def _cancel_stale(self, key: str) -> None:
-        """Kill the worker if it is linting an older text of ``key`` and would take longer to
-        finish than a new worker takes to start."""
+        """Interrupt the worker if it is linting an older text of ``key``; where it cannot
+        be interrupted, kill it if the lint would take longer to finish than a new worker
+        takes to start."""
         running = self.running
         if running is None or running.job.key != key or running.job.data is not None:
+            return
+        if worker.INTERRUPT_SIGNAL is not None:
+            running.job.cancelled = True
+            running.process.interrupt()  # its call raises LintInterrupted, or returns if it was done
             return
         if self.seconds_per_char is None:
             return  # no lint measured yet: no estimate
@@ -247,20 +270,26 @@ class Linter:
 
     async def _call(self, job: _Job | None, request: tuple[Any, ...]) -> Any:
         """The worker's reply; a worker found dead is replaced, and the request sent again once
-        (a request that kills the worker twice fails, and a cancelled one is not sent again)."""
-        for attempt in range(2):
+        (a request that kills the worker twice fails, and a cancelled one is not sent again).
+        A lint interrupted though it was not cancelled (the signal for the lint before it
+        came late) is sent again."""
+        deaths = 0
+        while True:
             process = await self._worker()
             self.running = _Running(job, process, time.monotonic()) if job is not None else None
             try:
                 return await process.call(request)
+            except LintInterrupted:
+                if job is not None and job.cancelled:
+                    raise
             except WorkerDied:
                 process.stop()
                 self.process = None
-                if attempt or (job is not None and job.cancelled):
+                deaths += 1
+                if deaths == 2 or (job is not None and job.cancelled):
                     raise
             finally:
                 self.running = None
-        raise AssertionError("unreachable")
 
     @staticmethod
     def _failure(job: _Job, error: Exception) -> Any:

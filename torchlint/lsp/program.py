@@ -29,6 +29,7 @@ from torchlint.runner import Action, Linted, Problem, cell_texts, lint_content, 
 from torchlint.settings import Settings
 
 if TYPE_CHECKING:
+    from torchlint.engine import Build
     from torchlint.rule import Rule
 
 CellEdits = dict[int, list[Edit]]  # cell index -> edits against that cell's text
@@ -122,11 +123,14 @@ class Outcome:
     crash: str | None = None
 
 
-def analyse(program: Program, settings: Settings, rules: Sequence[type[Rule]] | None = None) -> Analysis:
+def analyse(
+    program: Program, settings: Settings, rules: Sequence[type[Rule]] | None = None, build: Build | None = None
+) -> Analysis:
     """Lint a program through the content pipeline; never raises (a crash in a rule
-    becomes an internal error).  ``rules`` None: those the settings select."""
+    becomes an internal error).  ``rules`` None: those the settings select; ``build``:
+    how the tree is built (``engine.parse``)."""
     try:
-        linted = lint_content(program.path, program.content, settings, rules, notebook=program.notebook)
+        linted = lint_content(program.path, program.content, settings, rules, notebook=program.notebook, build=build)
     except Exception as error:  # noqa: BLE001 - a rule's bug must not take the server down
         problem = Problem(f"{type(error).__name__}: {error}")
         return Analysis(program, problems=[problem], crash=traceback.format_exc())

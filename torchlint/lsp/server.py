@@ -28,6 +28,7 @@ from pygls.workspace import TextDocument
 from torchlint import __version__
 from torchlint.config import CONFIG_NAME
 from torchlint.files import PYTHON_SUFFIXES
+from torchlint.lsp import worker
 from torchlint.lsp.convert import FIX_ALL_KIND, CellTexts, code_actions, diagnostics_by_cell, hover
 from torchlint.lsp.linter import Lint, Linter
 from torchlint.lsp.program import Analysis, Cell, Program
@@ -35,9 +36,9 @@ from torchlint.lsp.text import UnitCounter
 from torchlint.lsp.project import Project, load_project
 from torchlint.settings import Settings
 
-# Changes closer together than this are a burst (a paste, an editor's multi-step
-# edit, fast keys), linted once at its end; the first change after a quiet spell is
-# linted at once (the debounce costs it nothing).
+# Where the worker cannot be interrupted (see ``schedule``), changes closer together than
+# this while it is busy are a burst (a paste, an editor's multi-step edit, fast keys),
+# linted once at its end; the first change after a quiet spell is linted at once.
 DEBOUNCE_SECONDS = 0.05
 # A request waits for a lint at most this long (a worker that hangs must not hang the editor).
 LINT_TIMEOUT = 60.0
@@ -216,14 +217,17 @@ class TorchlintServer(LanguageServer):
             self.publish(target, linted)
 
     def schedule(self, target: str, delay: float = DEBOUNCE_SECONDS) -> None:
-        """Lint a changed target: at once if it had not changed for ``delay`` seconds
-        (typed keys usually come further apart), else once ``delay`` seconds pass
-        without a change (a burst of changes is linted once).  A lint of an older text
-        that is running meanwhile is not published (see ``_receive``)."""
+        """Lint a changed target.  At once if the worker is free, or can give up a stale lint
+        (then a burst of changes costs a parse each, mostly of reused statements, and only
+        the last one is analysed through: see ``Linter``); otherwise at once too if it had
+        not changed for ``delay`` seconds (typed keys usually come further apart), else once
+        ``delay`` seconds pass without a change (a burst is linted once).  A lint of an
+        older text that is running meanwhile is not published (see ``_receive``)."""
         now = asyncio.get_running_loop().time()
         previous = self.last_change.get(target)
         self.last_change[target] = now
-        if target not in self.timers and (previous is None or now - previous >= delay):
+        quiet = target not in self.timers and (previous is None or now - previous >= delay)
+        if quiet or self.linter.idle or worker.INTERRUPT_SIGNAL is not None:
             self.lint(target)
             return
         self.cancel(target)
