@@ -21,6 +21,7 @@ buffer or a notebook without a path get none).
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 from collections.abc import Sequence
@@ -33,7 +34,7 @@ from torchlint.analysis.names import dotted_name, through_grad
 from torchlint.analysis.scopes import ClassInfo
 from torchlint.analysis.torch_api import GRAD_ZEROING_METHODS, NN_MODULE_BASE, STEP_METHODS, ZERO_GRAD_METHODS
 from torchlint.analysis.values import Value, join
-from torchlint.project_files import MAX_FILES, Stamp, current_session, stamp
+from torchlint.project_files import Stamp, current_session, stamp, unchanged
 
 if TYPE_CHECKING:
     from torchlint.analysis.analyzer import Analyzer
@@ -50,8 +51,10 @@ MAX_CALL_DEPTH = 3
 _CLASS = re.compile(r"^class[ \t]+(\w+)[ \t]*(?:\(([^)]*)\))?[ \t]*:", re.MULTILINE)
 _DEF = re.compile(r"^(?:async[ \t]+)?def[ \t]+(\w+)[ \t]*\(", re.MULTILINE)
 _FROM_IMPORT = re.compile(r"^from[ \t]+(\.*)([\w.]*)[ \t]+import[ \t]+(\([^)]*\)|[^\n#;]*)", re.MULTILINE)
-# Base classes that make a class an nn.Module, as written in a ``class`` line.
-_MODULE_BASES = frozenset({"nn.Module", NN_MODULE_BASE, "Module"})
+# Base classes that make a class an nn.Module, as written in a ``class`` line; a bare ``Module``
+# only when the file imports it from torch.
+_MODULE_BASES = frozenset({"nn.Module", NN_MODULE_BASE})
+_MODULE_IMPORT = re.compile(r"^from[ \t]+torch\.nn[ \t]+import[^\n]*\bModule\b", re.MULTILINE)
 
 
 @dataclass(eq=False)
@@ -62,6 +65,7 @@ class _File:
     _definitions: dict[str, tuple[str, str]] | None = None  # name -> ("class", bases) | ("def", "")
     _reexports: dict[str, tuple[int, tuple[str, ...]]] | None = None
     _analysis: Analyzer | None = None
+    _analysis_reads: tuple[tuple[str, int, int], ...] = ()
     _tree: cst.Module | None = None
     _objects: dict[str, ProjectObject] = field(default_factory=dict)
     failed: bool = False
@@ -101,21 +105,31 @@ class _File:
         return self._tree
 
     def analysis(self, depth: int) -> Analyzer | None:
-        """A rule-less analysis of the whole file (what its functions return)."""
-        if self._analysis is None and not self.failed:
-            tree = self.tree()
-            if tree is None:
-                return None
-            from torchlint.analysis.analyzer import Analyzer
+        """A rule-less analysis of the whole file (what its functions return).  The files it
+        read in turn are dependencies of whoever uses it; a change to one of them redoes it."""
+        session = current_session()
+        if session is None or self.failed:
+            return None
+        if self._analysis is not None and unchanged(self._analysis_reads):
+            session.read.update((path, (size, mtime)) for path, size, mtime in self._analysis_reads)
+            return self._analysis
+        tree = self.tree()
+        if tree is None:
+            return None
+        from torchlint.analysis.analyzer import Analyzer
 
-            analyzer = Analyzer(tree, self.text, project=ProjectImports.of_file(self.path, depth + 1))
-            try:
-                analyzer.run()
-            except Exception:  # noqa: BLE001 - (RecursionError ...): no answer
-                self.failed = True
-                return None
-            self._analysis = analyzer
-        return self._analysis
+        analyzer = Analyzer(tree, self.text, project=ProjectImports.of_file(self.path, depth + 1))
+        outer, session.read = session.read, {}
+        try:
+            analyzer.run()
+        except Exception:  # noqa: BLE001 - (RecursionError ...): no answer
+            self.failed = True
+            return None
+        finally:
+            inner, session.read = session.read, outer
+            outer.update(inner)
+        self._analysis, self._analysis_reads = analyzer, tuple((path, *known) for path, known in inner.items())
+        return analyzer
 
     def class_node(self, name: str) -> cst.ClassDef | None:
         tree = self.tree()
@@ -190,7 +204,7 @@ class ProjectClass(ProjectObject):
     def _is_module(self, seen: set[str]) -> bool:
         seen.add(self.name)
         for base in (b.strip() for b in self.bases.split(",")):
-            if base in _MODULE_BASES:
+            if base in _MODULE_BASES or (base == "Module" and _MODULE_IMPORT.search(self.file.text)):
                 return True
             if base.isidentifier() and base not in seen:
                 found = self.file.definition(base)  # a base class of the same file
@@ -216,10 +230,7 @@ class ProjectClass(ProjectObject):
         forward = cls.method("forward") if cls is not None else None
         if forward is None or not forward.returns:
             return None
-        joined = forward.returns[0]
-        for returned in forward.returns[1:]:
-            joined = join(joined, returned)
-        return joined
+        return functools.reduce(join, forward.returns)
 
     def step_zeroes(self) -> bool:
         """The class's ``step`` (through ``self.<method>()`` and ``super().step()``) resets the
@@ -401,15 +412,12 @@ def _object_in(path: str, name: str, depth: int) -> ProjectObject | None:
     known = file._objects.get(name)
     if known is not None:
         return known
-    found: ProjectObject | None = None
     definition = file.definition(name)
     if definition is not None:
         kind, bases = definition
         found = ProjectClass(file, name, depth, bases) if kind == "class" else ProjectFunction(file, name, depth)
-    elif depth < MAX_DEPTH:
-        source = file.reexport(name)
-        if source is not None:
-            imports = ProjectImports(path, depth + 1)
-            found = imports._resolve(*source)
-    file._objects[name] = found  # type: ignore[assignment]
-    return found
+        file._objects[name] = found
+        return found
+    source = file.reexport(name) if depth < MAX_DEPTH else None
+    # (Not kept: the file it comes from is read, and recorded, on every lookup.)
+    return ProjectImports(path, depth + 1)._resolve(*source) if source is not None else None
