@@ -197,7 +197,7 @@ class ProjectClass(ProjectObject):
     bases: str = ""
     _info: ProjectClassInfo | None = None
 
-    @property
+    @functools.cached_property
     def is_module(self) -> bool:
         return self._is_module(set())
 
