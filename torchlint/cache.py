@@ -3,7 +3,10 @@ costs a read and a hash.
 
 An entry is keyed by everything the result depends on: the file's bytes, its
 path (per-file-ignores), the effective settings, torchlint's version and code,
-and the libcst and Python versions.  Entries are content-addressed files under
+and the libcst and Python versions.  Findings that depend on other files of the
+project (a model class imported from ``network.py``: ``analysis/project.py``)
+record those files' sizes and modification times in the entry; a hit whose
+files changed is a miss.  Entries are content-addressed files under
 ``<cache dir>/v<SCHEMA>/``, written atomically (temporary file + rename), so
 concurrent runs never see half an entry; an entry that cannot be read or does
 not check out is a miss and is rewritten.
@@ -29,6 +32,7 @@ from typing import Any
 
 from torchlint import __version__
 from torchlint.datatypes import FileReport, Finding, Fix, FixSafety, TextEdit
+from torchlint.project_files import unchanged
 from torchlint.rulebook import rulebook_dir
 from torchlint.settings import Settings
 
@@ -85,7 +89,10 @@ class Cache:
             header, _, payload = raw.partition(b"\n")
             if header != _checksum(key, payload):
                 return None
-            return decode_result(json.loads(payload))
+            data = json.loads(payload)
+            if not unchanged(data.get("dependencies", ())):
+                return None  # a sibling file the findings came from has changed
+            return decode_result(data)
         except Exception:  # noqa: BLE001 - a broken entry is a miss, never a crash
             return None
 
@@ -199,6 +206,7 @@ def encode_result(report: FileReport) -> dict[str, Any]:
         "findings": [_encode_finding(f) for f in report.findings],
         "error": report.error,
         "cells": None if report.cells is None else [[number, text] for number, text in report.cells.items()],
+        "dependencies": [list(dependency) for dependency in report.dependencies],
     }
 
 

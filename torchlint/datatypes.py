@@ -92,3 +92,5 @@ class FileReport:
     diff: str = ""
     source: str | None = None
     cells: dict[int, str] | None = None  # notebooks: each linted cell's source, by 1-based cell number
+    # Other files of the project the findings depend on, as (path, size, mtime_ns) when read.
+    dependencies: tuple[tuple[str, int, int], ...] = ()

@@ -19,6 +19,7 @@ from libcst.metadata import CodeRange
 
 from torchlint import interrupt
 from torchlint.analysis import Analyzer
+from torchlint.analysis.project import ProjectImports
 from torchlint.analysis.positions import ModulePositions
 from torchlint.analysis.walk import children
 from torchlint.datatypes import Finding, TextEdit  # re-exported: plain data, also used without libcst
@@ -409,7 +410,7 @@ def _position(
 
 
 def _analyse(module: cst.Module, source: str, rules: Sequence[type[Rule]], options: RuleOptions) -> list[Diagnostic]:
-    analyzer = Analyzer(module, source)
+    analyzer = Analyzer(module, source, ProjectImports.current())
     sink: list[Diagnostic] = []
     analyzer.attach(rule(analyzer, sink, options) for rule in rules)
     try:

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from torchlint import project_files
 from torchlint.datatypes import FileReport, Finding
 from torchlint.files import MAX_NOTEBOOK_BYTES, MAX_SOURCE_BYTES, ReadError, SourceFile, decode, read_bytes, write_atomic
 from torchlint.settings import Settings, resolve_rules
@@ -162,7 +163,10 @@ def lint_content(
     unsafe = settings.unsafe_fixes if unsafe is None else unsafe
     job = _Job(path, settings, selected, action, unsafe, respect_noqa, build)
     as_notebook = is_notebook(path) if notebook is None else notebook
-    linted = _lint_notebook(job, source) if as_notebook else _lint_python(job, source)
+    with project_files.session(path) as lookups:  # imports of sibling files are read relative to it
+        linted = _lint_notebook(job, source) if as_notebook else _lint_python(job, source)
+    if lookups is not None and lookups.read:
+        linted.report.dependencies = tuple((p, *stamp) for p, stamp in sorted(lookups.read.items()))
     linted.original, linted.encoding = source, source.encoding
     if linted.problems:
         linted.report.error = _problems_line(linted.problems)

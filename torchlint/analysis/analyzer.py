@@ -44,9 +44,10 @@ from torchlint.analysis.grad_modes import GradModes
 from torchlint.analysis.loop_graph import LoopGraph, loop_graph
 from torchlint.analysis.module_graph import ModuleGraph
 from torchlint.analysis.names import ImportTable, keyword_arg, positional_args
+from torchlint.analysis.project import ProjectClass, ProjectFunction, ProjectImports, ProjectObject
 from torchlint.analysis.scopes import ENABLED, BindingTable, FunctionInfo, GradMode, Scope
 from torchlint.analysis.uses import ValueFlow
-from torchlint.analysis.values import Value
+from torchlint.analysis.values import Kind, Value
 from torchlint.analysis.walk import Walker
 
 if TYPE_CHECKING:
@@ -83,10 +84,14 @@ class Analyzer(Dispatch, Functions, BindingState, ControlFlow, GradModes, Evalua
     questions rules may ask; everything starting with ``_`` is bookkeeping.
     """
 
-    def __init__(self, module: cst.Module, source: str) -> None:
+    def __init__(self, module: cst.Module, source: str, project: ProjectImports | None = None) -> None:
         self.module = module
         self.source = source
         self.imports = ImportTable()
+        # What the file imports from its own project (``project.py``); None: no project lookups.
+        self.project = project
+        # id(call node) -> the project function or class that made the value (``made_by``).
+        self._project_makers: dict[int, tuple[cst.CSTNode, ProjectObject]] = {}
         # Rules ask ``qualify`` about most calls, several times each: one call layer less.
         self.qualify = self.imports.qualify  # type: ignore[method-assign]
         self.scope = Scope("module", None, mode_stack=[ENABLED])
@@ -209,7 +214,46 @@ class Analyzer(Dispatch, Functions, BindingState, ControlFlow, GradModes, Evalua
     # ------------------------------------------------------------ imports
     def _leave_Import(self, node: cst.Import) -> None:
         self.imports.add_import(node)
+        if self.project is not None:
+            self.project.add_import(node)
 
     def _leave_ImportFrom(self, node: cst.ImportFrom) -> None:
         self.imports.add_import_from(node)
+        if self.project is not None:
+            self.project.add_import_from(node)
+
+    # ------------------------------------------------------------ project files
+    def _project_call_value(self, node: cst.Call) -> Value | None:
+        """A call of a class or function imported from a sibling file (``project.py``)."""
+        head = node.func
+        while type(head) is cst.Attribute:
+            head = head.value  # type: ignore[attr-defined]
+        if type(head) is not cst.Name or head.value not in self.project.names:  # type: ignore[union-attr]
+            return None
+        if self.scope.lookup(head.value) is not None:
+            return None  # the name is bound here, not the import
+        found = self.project.object_of(node.func)  # type: ignore[union-attr]
+        if found is None:
+            return None
+        self._project_makers[id(node)] = (node, found)
+        if isinstance(found, ProjectClass) and found.is_module:
+            return Value(Kind.MODULE, node, cls=found.info())
+        return Value(Kind.UNKNOWN, node)
+
+    def step_may_zero_gradients(self, optimizer: cst.BaseExpression) -> bool:
+        """``optimizer`` was made by a class or function of a sibling file whose ``step``
+        resets the gradients (an optimizer of the project's own, ``project.py``)."""
+        origin = self.value_of(optimizer).origin
+        maker = self._project_makers.get(id(origin)) if origin is not None else None
+        if maker is None or maker[0] is not origin:
+            return False
+        found = maker[1]
+        if isinstance(found, ProjectClass):
+            return found.step_zeroes()
+        return isinstance(found, ProjectFunction) and found.may_return_zeroing_optimizer()
+
+    def _project_forward_returns(self, value: Value) -> Value | None:
+        """For the output of a module of a sibling file's class: what its ``forward`` returns."""
+        module = self._project_forwards.get(id(value.origin)) if value.origin is not None else None
+        return module.project.forward_returns() if module is not None else None
 

@@ -176,6 +176,12 @@ class Evaluation(ValueFacts):
     _value_SetComp = _value_GeneratorExp = _value_ListComp
 
     def _value_Call(self, node: cst.Call) -> Value:
+        value = self._value_of_call(node)
+        if value is UNKNOWN and self.project is not None:  # perhaps made by a sibling file's code
+            return self._project_call_value(node) or value
+        return value
+
+    def _value_of_call(self, node: cst.Call) -> Value:
         func = node.func
         qualified = self.qualify(func)
         if qualified is not None:

@@ -21,6 +21,7 @@ import libcst as cst
 
 from torchlint.analysis import torch_api as api
 from torchlint.analysis.names import dotted_name
+from torchlint.analysis.project import ProjectClassInfo
 from torchlint.analysis.values import NUMBER, UNKNOWN, Kind, Value, join
 
 if TYPE_CHECKING:
@@ -37,6 +38,8 @@ class ValueFacts:
     def _init_facts(self) -> None:
         # id(module call node) -> the ``forward`` of this file's module class it runs.
         self._forwards: dict[int, FunctionInfo] = {}
+        # id(module call node) -> the class of a sibling file whose module it calls (``project.py``).
+        self._project_forwards: dict[int, ProjectClassInfo] = {}
         self._may_freeze = False
 
     # ------------------------------------------------------------ questions
@@ -53,7 +56,10 @@ class ValueFacts:
 
     def is_softmax_output(self, value: Value) -> bool:
         """``value`` is a softmax output (for a module of this file: ask once the file is analysed)."""
-        return "softmax" in value.tags or "softmax" in self.forward_returns(value).tags
+        if "softmax" in value.tags or "softmax" in self.forward_returns(value).tags:
+            return True
+        returned = self._project_forward_returns(value)  # a module class of a sibling file
+        return returned is not None and "softmax" in returned.tags
 
     def torch_class(self, value: Value) -> str | None:
         """The torch class (``torch.nn.CrossEntropyLoss``) a MODULE/OPTIMIZER value was built from."""
@@ -139,7 +145,9 @@ class ValueFacts:
         """Tag what calling ``module`` returns; remember which ``forward`` of this file it runs."""
         if "softmax-output" in module.tags:
             return output.tagged("softmax")
-        if module.cls is not None:
+        if type(module.cls) is ProjectClassInfo:
+            self._project_forwards[id(node)] = module.cls
+        elif module.cls is not None:
             forward = module.cls.method("forward")
             if forward is not None:
                 self._forwards[id(node)] = forward

@@ -34,13 +34,16 @@ _CALL_SITE_KINDS = frozenset({Kind.LEAF, Kind.NONLEAF, Kind.PLAIN, Kind.MODULE, 
 _WORD = re.compile(r"\w")
 
 
-def _count_after_non_word(pattern: str, source: str) -> int:
+def _count_after_non_word(pattern: str, source: str, after_dot: bool = True) -> int:
     r"""``len(re.findall(r"(?<!\w)" + pattern, source))`` for a pattern starting with a word
     character, forty times as fast: a pattern that starts with a literal is searched for
-    quickly, one that starts with a lookbehind is tried at every position."""
+    quickly, one that starts with a lookbehind is tried at every position.  ``after_dot``
+    False: not after a ``.`` either (``model.train()`` is no call of a function ``train``)."""
     return sum(
         1 for match in re.finditer(pattern, source)
-        if match.start() == 0 or _WORD.match(source, match.start() - 1) is None
+        if match.start() == 0 or (
+            _WORD.match(source, match.start() - 1) is None and (after_dot or source[match.start() - 1] != ".")
+        )
     )
 
 
@@ -209,7 +212,7 @@ class Functions:
         sites = info.call_arguments
         if not sites or any(site is None for site in sites):
             return {}
-        if len(sites) != self._call_site_count(info.name):
+        if len(sites) != self._call_site_count(info.name, info.cls is not None):
             return {}  # some call sites are analysed later, or are not calls we resolve
         agreed: dict[str, Value] = {}
         for name in set.intersection(*(set(site) for site in sites if site is not None)):
@@ -220,18 +223,20 @@ class Functions:
                 agreed[name] = value
         return agreed
 
-    def _call_site_count(self, name: str) -> int:
-        """How many calls name the function in the source (``f(...)``, ``x.f(...)``), counted
-        from the text: comments and strings only add to it (then no call-site binding)."""
+    def _call_site_count(self, name: str, method: bool = True) -> int:
+        """How many calls name the function in the source (``f(...)``, and for a ``method``
+        ``x.f(...)``), counted from the text: comments and strings only add to it (then no
+        call-site binding)."""
         counts = self._call_counts
         if counts is None:
             counts = self._call_counts = {}
-        if name not in counts:
+        key = name if method else f"{name}()"  # (a name is no identifier with parentheses)
+        if key not in counts:
             escaped = re.escape(name)
-            calls = _count_after_non_word(rf"{escaped}\s*\(", self.source)
+            calls = _count_after_non_word(rf"{escaped}\s*\(", self.source, after_dot=method)
             definitions = _count_after_non_word(rf"def\s+{escaped}\s*\(", self.source)
-            counts[name] = calls - definitions
-        return counts[name]
+            counts[key] = calls - definitions
+        return counts[key]
 
     # ------------------------------------------------------------ call graph
     # Runs for every call: exact type tests, not ``isinstance`` (slow on libcst's ABCs).
@@ -270,6 +275,10 @@ class Functions:
         helper.summary_depth = caller.summary_depth + 1
         helper._grad_reads_enabled = caller._grad_reads_enabled
         helper._entry_mode = caller.grad_mode
+        # Values a helper returns were made in it: the caller answers questions about them.
+        helper.project = caller.project
+        helper._project_makers = caller._project_makers
+        helper._project_forwards = caller._project_forwards
         return helper
 
     def summarise(self, info: FunctionInfo, passed: dict[str, Value]) -> Value:

@@ -242,6 +242,8 @@ class GradNotZeroed(Rule):
         helpers = [self.ctx.resolve_function(f) for f in (func, *(arg.value for arg in node.args))]
         closure = any(h is not None for h in helpers[1:]) or any(isinstance(arg.value, cst.Lambda) for arg in node.args)
         self._record_update(_Update(key or fixes.source_of(optimizer), key, _root_name(optimizer), with_closure=closure))
+        if self.ctx.step_may_zero_gradients(optimizer):
+            self._record_zeroing()  # the project's own optimizer resets the gradients in its step()
         for helper in helpers:
             if helper is not None:
                 self._record_helper(helper)
