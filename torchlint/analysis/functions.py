@@ -268,6 +268,9 @@ class Functions:
         if self._summarising is not None:
             if self.scope.function is self._summarising:
                 self._returns.append(self.value_of(node.value) if node.value is not None else UNKNOWN)
+                graph = self.module_graph
+                if graph is not None and node.value is not None:
+                    graph.note_return(node.value)  # an effects analysis (``effects.py``)
             return
         self._note_return(node)  # the file's own analysis: what each function returns (facts.py)
 
