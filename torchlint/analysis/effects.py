@@ -69,6 +69,7 @@ class CallEffects:
     effects: list[Effect] = field(default_factory=list)
     returned: frozenset[Forward] = frozenset()  # the forwards of the return value
     stored: dict[str, frozenset[Forward]] = field(default_factory=dict)  # caller key -> forwards
+    assigned: dict[str, cst.BaseExpression] = field(default_factory=dict)  # caller key -> expression
 
 
 def may_have_effects(graph: ModuleGraph, info: FunctionInfo) -> bool:
@@ -101,7 +102,7 @@ def call_effects(caller: ModuleGraph, call: cst.Call, info: FunctionInfo) -> Cal
     helper.module_graph = graph
     helper.summarise(info, ctx.arguments_passed(call, info) or {})
     caller.serial = graph.serial
-    return CallEffects(graph.recorded, graph.returned, graph.stored_attributes())
+    return CallEffects(graph.recorded, graph.returned, graph.stored_attributes(), graph.assigned_attributes())
 
 
 def _arguments(call: cst.Call, info: FunctionInfo) -> dict[str, cst.BaseExpression]:

@@ -206,7 +206,10 @@ class ModuleGraph:
         """Something in the file treats ``key`` as a module (its parameters, ``train()`` ...)."""
         if key in self._module_keys or self._ctx.value_of_key(key).kind is Kind.MODULE:
             return True
-        return self.parent is not None and self._outer_key(key) in self.root._module_keys
+        if self.parent is None:
+            return False
+        root_keys = self.root._module_keys
+        return self._outer_key(key) in root_keys or (key.startswith("self.") and key in root_keys)
 
     # ------------------------------------------------------------ updates (from the analyzer)
     def bind(self, target: cst.BaseExpression, value: cst.BaseExpression | None) -> None:
@@ -244,6 +247,8 @@ class ModuleGraph:
             key = dotted_name(func.value)
             if key is not None:
                 self._module_keys.add(key)
+                if self.parent is not None:  # (what a callee finds holds for the file)
+                    self.root._module_keys.add(key if key.startswith("self.") else self._outer_key(key))
             return
         qualified = self._ctx.qualify(func)
         if qualified is not None:
@@ -258,6 +263,11 @@ class ModuleGraph:
             return
         for key, forwards in effects.stored.items():
             self._bind_slot(key, forwards)
+        function = self._ctx.function
+        for key, value in effects.assigned.items():
+            self._assigned[(function, key)] = value  # `self._build()` from `__init__`
+            if function is not None and function.cls is not None and self.parent is None:
+                self._assigned[(function.cls, key)] = value
         if self.parent is not None:
             here = call_effects.Place(call, self._ctx.function, self._ctx.statement)
             self.recorded.extend(replace(effect, path=(here, *effect.path)) for effect in effects.effects)
@@ -271,6 +281,12 @@ class ModuleGraph:
         function = self._ctx.function
         return {self._outer_key(key): self._through.get(slot, _NONE)
                 for slot in self._bound_at if slot[0] is function and (key := slot[1]).startswith("self.")}
+
+    def assigned_attributes(self) -> dict[str, cst.BaseExpression]:
+        """(Effects analysis) what the callee assigned to ``self.*`` attributes (root's terms)."""
+        function = self._ctx.function
+        return {self._outer_key(key): value for (owner, key), value in self._assigned.items()
+                if owner is function and key.startswith("self.")}
 
     def _record_event(self, call: cst.Call) -> None:
         event = self._ctx.autograd_event(call)
@@ -432,7 +448,7 @@ class ModuleGraph:
             return key, self._saves_parameters(call, value.origin if value.cls is None else None), True
         if value.kind is not Kind.UNKNOWN:
             return None
-        if key in self._module_keys:
+        if self.is_module_key(key):
             return key, True, True
         if type(func) is cst.Name and "param" in value.tags:
             return key, True, False
