@@ -644,10 +644,12 @@ class SavedTensorInplace(Rule):
             if effect.kind is EventKind.STEP:
                 self._add_step(node, effect.serial, effect.modules, (here, *effect.path))
             else:
-                self._backward_reaching(node, effect.reached, effect.keeps_graph)
+                self._backward_reaching(node, effect.reached, effect.keeps_graph, (here, *effect.path))
 
-    def _backward_reaching(self, node: cst.Call, reached: frozenset[Forward], keeps_graph: bool) -> None:
-        """A backward() (``node``, or a call running it) through the forwards ``reached``."""
+    def _backward_reaching(
+        self, node: cst.Call, reached: frozenset[Forward], keeps_graph: bool, path: tuple[Place, ...] = ()
+    ) -> None:
+        """A backward() (``node``, or a call running it: ``path`` down to it) through the forwards ``reached``."""
         freed = self._freed.setdefault(self._scope, set())
         pending = self._steps.get(self._scope, [])
         for step in list(pending):
@@ -656,7 +658,7 @@ class SavedTensorInplace(Rule):
             if hit is None or self._exclusive(step.node, node):
                 continue
             pending.remove(step)
-            self._report_step(step, hit)
+            self._report_step(step, hit, backward=path or (Place(node, self.ctx.function, None),))
         for loop in self._loops:
             if keeps_graph and loop.scope is self._scope:
                 loop.retained.append(reached)
@@ -704,23 +706,30 @@ class SavedTensorInplace(Rule):
         function = self.ctx.function
         return self.ctx.flow(function.node if function is not None else self.ctx.module).exclusive(a, b)
 
-    def _report_step(self, step: _Step, forward: Forward, next_iteration: bool = False) -> None:
+    def _report_step(
+        self, step: _Step, forward: Forward, next_iteration: bool = False, backward: tuple[Place, ...] = ()
+    ) -> None:
         node, statement = step.node, step.statement
         # A step in a function this one calls: where the forward sits (the step follows it in
         # the same function), else the call here that runs the step.
+        where = self.ctx.function
         for place in step.path:
             if place.function is forward.function and place is not step.path[0]:
-                node, statement = place.node, place.statement
+                node, statement, where = place.node, place.statement, place.function
         if id(node) in self._reported:
             return
         self._reported.add(id(node))
         call, module = _short(fixes.source_of(node)), _short(fixes.source_of(forward.call))
+        later = "a backward() that runs after the step"
+        if node is not step.node and backward:  # (the step is in a function called here): name the backward
+            shown = next((place.node for place in reversed(backward) if place.function is where), backward[0].node)
+            later = f"the backward() `{_short(fixes.source_of(shown))}`, which runs after the step"
         if step.modules is not None:
             stepped = next((m for m in sorted(step.modules) if related(m, forward.module)), forward.module)
             stepped = stepped.rpartition(":")[2]  # (a callee's own name for it: ``effects.py``)
             message = (
                 f"`{call}` changes the parameters of `{stepped}` in place, but `{module}` saved them "
-                f"for a backward() that runs after the step{' (on the next iteration of the loop)' if next_iteration else ''}: "
+                f"for {later}{' (on the next iteration of the loop)' if next_iteration else ''}: "
                 f"backward() raises '{M4}'; call step() after every "
                 "backward() through the graph, or compute the loss again after the step"
             )
