@@ -91,3 +91,43 @@ class Trainer:
 )
 def test_optimized_modules(source: str, expected: list[object]) -> None:
     assert probe(source) == expected
+
+
+@pytest.mark.parametrize(
+    "source, expected",
+    [
+        # what a helper of the file returns goes through the modules its body ran
+        ("def make(z):\n    return G(z)\nout = make(x)\nforwards(out)", [["G"]]),
+        ("def make(z):\n    return G(z).detach()\nout = make(x)\nforwards(out)", [[]]),
+        # a method run on an instance: its `self.net` is the instance's
+        ("""\
+class Critic:
+    def __init__(self):
+        self.net = make_model()
+        self.net.train()
+
+    def value(self, s):
+        return self.net(s)
+
+critic = Critic()
+v = critic.value(x)
+forwards(v)
+""", [["critic.net"]]),
+        # what one method leaves on `self` is what the others read; calling it binds it again
+        ("""\
+class Pair(nn.Module):
+    def run(self, z):
+        self.fake = G(z)
+
+    def again(self, z):
+        self.fake = z
+        self.run(z)
+        forwards(self.fake)
+
+    def later(self):
+        forwards(self.fake)
+""", [["G"], ["G"]]),
+    ],
+)
+def test_forwards_across_calls(source: str, expected: list[object]) -> None:
+    assert probe(source) == expected
