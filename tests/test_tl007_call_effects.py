@@ -8,7 +8,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
 from test_tl007_modules_and_steps import _check
 
 pytest.importorskip("torch")

@@ -93,36 +93,17 @@ def call_effects(caller: ModuleGraph, call: cst.Call, info: FunctionInfo) -> Cal
         return None
     root.effect_analyses += 1
     from torchlint.analysis.analyzer import Analyzer
+    from torchlint.analysis.functions import argument_expressions
     from torchlint.analysis.module_graph import ModuleGraph
 
     helper = Analyzer.for_summary(ctx)
     receiver = call.func.value if isinstance(call.func, cst.Attribute) and info.is_method else None
     graph = ModuleGraph(helper, parent=caller, callee=info, call=call, receiver=receiver,
-                        arguments=_arguments(call, info))
+                        arguments=argument_expressions(call, info) or {})
     helper.module_graph = graph
     helper.summarise(info, ctx.arguments_passed(call, info) or {})
     caller.serial = graph.serial
     return CallEffects(graph.recorded, graph.returned, graph.stored_attributes(), graph.assigned_attributes())
-
-
-def _arguments(call: cst.Call, info: FunctionInfo) -> dict[str, cst.BaseExpression]:
-    """Parameter name -> the argument expression ``call`` passes for it (defaults are the
-    callee's), empty when ``*args`` / ``**kwargs`` hide which goes where."""
-    if any(arg.star for arg in call.args):
-        return {}
-    params = info.node.params
-    positional = [p.name.value for p in (*params.posonly_params, *params.params)]
-    if info.is_method:
-        positional = positional[1:]
-    passed: dict[str, cst.BaseExpression] = {}
-    index = 0
-    for arg in call.args:
-        if arg.keyword is not None:
-            passed[arg.keyword.value] = arg.value
-        elif index < len(positional):
-            passed[positional[index]] = arg.value
-            index += 1
-    return passed
 
 
 __all__ = ["CallEffects", "Effect", "Place", "call_effects", "may_have_effects"]
