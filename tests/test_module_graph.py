@@ -96,9 +96,11 @@ def test_optimized_modules(source: str, expected: list[object]) -> None:
 @pytest.mark.parametrize(
     "source, expected",
     [
-        # what a helper of the file returns goes through the modules its body ran
-        ("def make(z):\n    return G(z)\nout = make(x)\nforwards(out)", [["G"]]),
-        ("def make(z):\n    return G(z).detach()\nout = make(x)\nforwards(out)", [[]]),
+        # what a helper of the file that backpropagates or steps returns goes through the modules
+        # its body ran
+        ("def make(z, opt):\n    out = G(z)\n    opt.step()\n    return out\nout = make(x, o)\nforwards(out)\nout.sum().backward()",
+         [["G"]]),
+        ("def make(z, opt):\n    opt.step()\n    return G(z).detach()\nout = make(x, o)\nforwards(out)\nout.sum().backward()", [[]]),
         # a method run on an instance: its `self.net` is the instance's
         ("""\
 class Critic:
@@ -106,12 +108,15 @@ class Critic:
         self.net = make_model()
         self.net.train()
 
-    def value(self, s):
-        return self.net(s)
+    def learn(self, s):
+        v = self.net(s)
+        v.sum().backward(retain_graph=True)
+        return v
 
 critic = Critic()
-v = critic.value(x)
+v = critic.learn(x)
 forwards(v)
+v.sum().backward()
 """, [["critic.net"]]),
         # what one method leaves on `self` is what the others read; calling it binds it again
         ("""\

@@ -21,8 +21,11 @@ and what the call leaves: the forwards of its return value, and of the ``self.*`
 (re)binds.  Each event carries its *path*: the call site in the caller, the nested calls, the
 event itself, with the function each sits in (a rule reports where the mistake can be fixed).
 
-Computed once per call node, only for files whose rules track the module graph, and only for
-callees whose text can have an effect (a backward, a step, a ``self.*`` binding or a return).
+Computed once per call node, only for files whose rules track the module graph.  Only callees
+whose text backpropagates or steps are analysed, and only where the caller has another event
+site for their effects to meet (not ``main()``); a call of another method makes the ``self.*``
+attributes it assigns fresh: new forwards, at the call, of the modules those attributes went
+through where the file's analysis saw them bound (``forward()`` run again after a step).
 Depth is bounded; recursion answers nothing.
 """
 
@@ -31,9 +34,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+import re
+
 import libcst as cst
 
 from torchlint.analysis.events import EventKind
+from torchlint.analysis.names import dotted_name
+from torchlint.analysis.walk import children
 
 if TYPE_CHECKING:
     from torchlint.analysis.module_graph import Forward, ModuleGraph
@@ -72,13 +79,76 @@ class CallEffects:
     assigned: dict[str, cst.BaseExpression] = field(default_factory=dict)  # caller key -> expression
 
 
+_DEF = re.compile(r"^[ \t]*(?:async[ \t]+)?def[ \t]+(\w+)", re.MULTILINE)
+_EVENT_WORDS = re.compile(r"backward|\.step\(")
+
+
 def may_have_effects(graph: ModuleGraph, info: FunctionInfo) -> bool:
-    """The callee's text has a backward, a step, a ``self.*`` binding or a return (cached)."""
-    known = graph.effect_text.get(id(info))
+    """The callee's text may backpropagate or step: a ``def`` of its name whose text (up to the
+    next ``def``) says ``backward`` or ``.step(`` -- found once per file from the source."""
+    root = graph.root
+    if root.event_functions is None:
+        source = root.ctx.source
+        headers = list(_DEF.finditer(source))
+        ends = [match.start() for match in headers[1:]] + [len(source)]
+        root.event_functions = {match.group(1) for match, end in zip(headers, ends)
+                                if _EVENT_WORDS.search(source, match.end(), end)}
+    return info.name in root.event_functions
+
+
+def assigned_self_attributes(graph: ModuleGraph, info: FunctionInfo) -> frozenset[str]:
+    """The ``self.*`` keys the body of a method assigns (nested functions aside), found once."""
+    root = graph.root
+    known = root.self_assignments.get(id(info))
     if known is None:
-        code = graph.source_of(info.node)
-        known = graph.effect_text[id(info)] = any(word in code for word in ("backward", "step(", "self.", "return"))
+        keys: set[str] = set()
+        for node in _own_nodes(info.node.body):
+            kind = type(node)
+            if kind is cst.AssignTarget or kind is cst.AnnAssign or kind is cst.AugAssign:
+                keys.update(_self_keys(node.target))  # type: ignore[attr-defined]
+        known = root.self_assignments[id(info)] = frozenset(keys)
     return known
+
+
+def meets_other_events(graph: ModuleGraph, body: cst.CSTNode) -> bool:
+    """``body`` (the caller: a function, or the module's own statements) has two event sites or
+    more -- ``backward``/``step`` calls, calls of functions that may run one -- so the effects
+    of one of them can meet another (counted once per body)."""
+    root = graph.root
+    known = root.event_sites.get(id(body))
+    if known is None:
+        events = root.event_functions or set()
+        count = 0
+        for node in _own_nodes(body):
+            if type(node) is cst.Call:
+                func = node.func  # type: ignore[attr-defined]
+                name = func.attr.value if type(func) is cst.Attribute else func.value if type(func) is cst.Name else ""
+                count += name in ("backward", "step") or name in events
+        known = root.event_sites[id(body)] = count >= 2
+    return known
+
+
+def _own_nodes(body: cst.CSTNode) -> list[cst.CSTNode]:
+    """The nodes of ``body``, not those of the functions and classes defined in it."""
+    found: list[cst.CSTNode] = []
+    stack = list(children(body))
+    while stack:
+        node = stack.pop()
+        kind = type(node)
+        if kind is cst.FunctionDef or kind is cst.ClassDef or kind is cst.Lambda:
+            continue
+        found.append(node)
+        stack.extend(children(node))
+    return found
+
+
+def _self_keys(target: cst.BaseExpression) -> list[str]:
+    if isinstance(target, (cst.Tuple, cst.List)):
+        return [key for element in target.elements for key in _self_keys(element.value)]
+    if isinstance(target, cst.StarredElement):
+        return _self_keys(target.value)
+    key = dotted_name(target)
+    return [key] if key is not None and key.startswith("self.") else []
 
 
 def call_effects(caller: ModuleGraph, call: cst.Call, info: FunctionInfo) -> CallEffects | None:
@@ -86,8 +156,13 @@ def call_effects(caller: ModuleGraph, call: cst.Call, info: FunctionInfo) -> Cal
     ctx = caller.ctx
     if ctx.summary_depth >= MAX_EFFECT_DEPTH or info.node.asynchronous is not None:
         return None
-    if caller.in_progress(info) or not may_have_effects(caller, info):
+    if caller.in_progress(info):
         return None
+    if not may_have_effects(caller, info):
+        return caller.fresh_stores(call, info)  # (no backward or step: only what it leaves on self)
+    function = ctx.function
+    if not meets_other_events(caller, function.node if function is not None else ctx.module):
+        return None  # `main()`: nothing in the caller for its steps and backwards to meet
     root = caller.root
     if root.effect_analyses >= MAX_EFFECT_ANALYSES:
         return None
@@ -106,4 +181,4 @@ def call_effects(caller: ModuleGraph, call: cst.Call, info: FunctionInfo) -> Cal
     return CallEffects(graph.recorded, graph.returned, graph.stored_attributes(), graph.assigned_attributes())
 
 
-__all__ = ["CallEffects", "Effect", "Place", "call_effects", "may_have_effects"]
+__all__ = ["CallEffects", "Effect", "Place", "assigned_self_attributes", "call_effects", "may_have_effects", "meets_other_events"]

@@ -107,7 +107,9 @@ class ModuleGraph:
         # Effects analysis (``analysis/effects.py``): what the body did, in the root's terms.
         self.recorded: list[call_effects.Effect] = []
         self.returned: frozenset[Forward] = _NONE
-        self.effect_text: dict[int, bool] = {}  # (root) function id -> its text may have effects
+        self.event_functions: set[str] | None = None  # (root) names of functions that may backward or step
+        self.self_assignments: dict[int, frozenset[str]] = {}  # (root) function id -> the self.* it assigns
+        self.event_sites: dict[int, bool] = {}  # (root) body id -> it has two event sites or more
         self.effect_analyses = 0  # (root) callee bodies analysed
 
     @property
@@ -129,9 +131,6 @@ class ModuleGraph:
                 return True
             graph = graph.parent
         return False
-
-    def source_of(self, node: cst.CSTNode) -> str:
-        return self.root._ctx.module.code_for_node(node)
 
     # ------------------------------------------------------------ questions
     def forwards_of(self, expr: cst.CSTNode) -> frozenset[Forward]:
@@ -271,6 +270,26 @@ class ModuleGraph:
         if self.parent is not None:
             here = call_effects.Place(call, self._ctx.function, self._ctx.statement)
             self.recorded.extend(replace(effect, path=(here, *effect.path)) for effect in effects.effects)
+
+    def fresh_stores(self, call: cst.Call, info: FunctionInfo) -> CallEffects | None:
+        """A call of a method that neither backpropagates nor steps: the ``self.*`` attributes it
+        assigns hold new forwards, made now, of the modules they went through where the callee's
+        own analysis bound them (none known, or not analysed yet: no graph)."""
+        receiver = dotted_name(call.func.value) if isinstance(call.func, cst.Attribute) else None
+        if receiver is None or info.cls is None or not info.is_method:
+            return None
+        keys = call_effects.assigned_self_attributes(self, info)
+        if not keys:
+            return None
+        stored: dict[str, frozenset[Forward]] = {}
+        for key in keys:
+            fresh = set()
+            for old in self.root._through.get((info, key), _NONE):  # (its binding in the callee's own analysis)
+                self.serial += 1
+                module = receiver + old.module[4:] if old.module.split(".")[0] == "self" else old.module
+                fresh.add(Forward(call, module, self.serial, old.saves_parameters, old.is_module, self._ctx.function))
+            stored[receiver + key[4:]] = frozenset(fresh)
+        return call_effects.CallEffects(stored=stored)
 
     def note_return(self, value: cst.BaseExpression) -> None:
         """(Effects analysis) the callee returns ``value``."""
