@@ -23,7 +23,8 @@ event itself, with the function each sits in (a rule reports where the mistake c
 
 Computed once per call node, only for files whose rules track the module graph.  Only callees
 whose text backpropagates or steps are analysed, and only where the caller has another event
-site for their effects to meet (not ``main()``); a call of another method makes the ``self.*``
+site for their effects to meet (not ``main()``), and the methods ``__init__`` calls (what they
+build: optimizers, modules); a call of another method makes the ``self.*``
 attributes it assigns fresh: new forwards, at the call, of the modules those attributes went
 through where the file's analysis saw them bound (``forward()`` run again after a step).
 Depth is bounded; recursion answers nothing.
@@ -86,14 +87,36 @@ _EVENT_WORDS = re.compile(r"backward|\.step\(")
 def may_have_effects(graph: ModuleGraph, info: FunctionInfo) -> bool:
     """The callee's text may backpropagate or step: a ``def`` of its name whose text (up to the
     next ``def``) says ``backward`` or ``.step(`` -- found once per file from the source."""
+    return info.name in _text_index(graph).event_functions
+
+
+def defines(graph: ModuleGraph, name: str) -> bool:
+    """The file has a ``def name`` (a quick test before resolving a call)."""
+    return name in _text_index(graph).definitions
+
+
+@dataclass
+class _TextIndex:
+    definitions: set[str]
+    event_functions: set[str]  # names of functions whose text may backpropagate or step
+    event_sites: dict[str, int]  # function name -> event sites in its text (the most of its defs)
+
+
+def _text_index(graph: ModuleGraph) -> _TextIndex:
     root = graph.root
-    if root.event_functions is None:
+    if root.text_index is None:
         source = root.ctx.source
         headers = list(_DEF.finditer(source))
-        ends = [match.start() for match in headers[1:]] + [len(source)]
-        root.event_functions = {match.group(1) for match, end in zip(headers, ends)
-                                if _EVENT_WORDS.search(source, match.end(), end)}
-    return info.name in root.event_functions
+        spans = list(zip(headers, [match.start() for match in headers[1:]] + [len(source)]))
+        events = {match.group(1) for match, end in spans if _EVENT_WORDS.search(source, match.end(), end)}
+        sites: dict[str, int] = {}
+        calls = re.compile(r"\b(?:%s)\s*\(" % "|".join(map(re.escape, sorted(events)))) if events else None
+        for match, end in spans:
+            count = len(_EVENT_WORDS.findall(source, match.end(), end))
+            count += len(calls.findall(source, match.end(), end)) if calls is not None else 0
+            sites[match.group(1)] = max(count, sites.get(match.group(1), 0))
+        root.text_index = _TextIndex({match.group(1) for match in headers}, events, sites)
+    return root.text_index
 
 
 def assigned_self_attributes(graph: ModuleGraph, info: FunctionInfo) -> frozenset[str]:
@@ -102,30 +125,57 @@ def assigned_self_attributes(graph: ModuleGraph, info: FunctionInfo) -> frozense
     known = root.self_assignments.get(id(info))
     if known is None:
         keys: set[str] = set()
-        for node in _own_nodes(info.node.body):
-            kind = type(node)
-            if kind is cst.AssignTarget or kind is cst.AnnAssign or kind is cst.AugAssign:
-                keys.update(_self_keys(node.target))  # type: ignore[attr-defined]
+        blocks: list[cst.CSTNode] = [info.node.body]
+        while blocks:  # statements only (assignments are statements): cheaper than every node
+            block = blocks.pop()
+            for statement in getattr(block, "body", ()):
+                kind = type(statement)
+                if kind is cst.SimpleStatementLine:
+                    for small in statement.body:  # type: ignore[attr-defined]
+                        if type(small) is cst.Assign:
+                            for target in small.targets:  # type: ignore[attr-defined]
+                                keys.update(_self_keys(target.target))
+                        elif type(small) is cst.AnnAssign or type(small) is cst.AugAssign:
+                            keys.update(_self_keys(small.target))  # type: ignore[attr-defined]
+                elif kind is not cst.FunctionDef and kind is not cst.ClassDef:
+                    blocks.extend(_blocks_of(statement))
         known = root.self_assignments[id(info)] = frozenset(keys)
     return known
 
 
-def meets_other_events(graph: ModuleGraph, body: cst.CSTNode) -> bool:
-    """``body`` (the caller: a function, or the module's own statements) has two event sites or
-    more -- ``backward``/``step`` calls, calls of functions that may run one -- so the effects
-    of one of them can meet another (counted once per body)."""
+def meets_other_events(graph: ModuleGraph, function: FunctionInfo | None) -> bool:
+    """The caller (``function``, or the module's own statements) has two event sites or more --
+    ``backward``/``step`` calls, calls of functions that may run one -- so the effects of one
+    of them can meet another (functions: counted in the text; the module: once, in its tree)."""
+    index = _text_index(graph)
+    if function is not None:
+        return index.event_sites.get(function.name, 0) >= 2
     root = graph.root
-    known = root.event_sites.get(id(body))
-    if known is None:
-        events = root.event_functions or set()
+    if root.module_event_sites is None:
         count = 0
-        for node in _own_nodes(body):
+        for node in _own_nodes(root.ctx.module):
             if type(node) is cst.Call:
                 func = node.func  # type: ignore[attr-defined]
                 name = func.attr.value if type(func) is cst.Attribute else func.value if type(func) is cst.Name else ""
-                count += name in ("backward", "step") or name in events
-        known = root.event_sites[id(body)] = count >= 2
-    return known
+                count += name in ("backward", "step") or name in index.event_functions
+        root.module_event_sites = count
+    return root.module_event_sites >= 2
+
+
+def _blocks_of(statement: cst.CSTNode) -> list[cst.CSTNode]:
+    """The suites of a compound statement: its body, ``elif``/``else``, handlers, ``finally``, cases."""
+    found: list[cst.CSTNode] = []
+    for name in ("body", "orelse", "finalbody"):
+        part = getattr(statement, name, None)
+        if isinstance(part, cst.If):
+            found.extend(_blocks_of(part))  # elif
+        elif isinstance(part, (cst.Else, cst.Finally)):
+            found.append(part.body)
+        elif isinstance(part, cst.BaseSuite):
+            found.append(part)
+    for handler in (*getattr(statement, "handlers", ()), *getattr(statement, "cases", ())):
+        found.append(handler.body)
+    return found
 
 
 def _own_nodes(body: cst.CSTNode) -> list[cst.CSTNode]:
@@ -158,10 +208,12 @@ def call_effects(caller: ModuleGraph, call: cst.Call, info: FunctionInfo) -> Cal
         return None
     if caller.in_progress(info):
         return None
-    if not may_have_effects(caller, info):
-        return caller.fresh_stores(call, info)  # (no backward or step: only what it leaves on self)
     function = ctx.function
-    if not meets_other_events(caller, function.node if function is not None else ctx.module):
+    # `self._build_net()` from `__init__`: the optimizers and modules it puts on the instance
+    building = function is not None and function.name == "__init__" and bool(assigned_self_attributes(caller, info))
+    if not building and not may_have_effects(caller, info):
+        return caller.fresh_stores(call, info)  # (no backward or step: only what it leaves on self)
+    if not building and not meets_other_events(caller, function):
         return None  # `main()`: nothing in the caller for its steps and backwards to meet
     root = caller.root
     if root.effect_analyses >= MAX_EFFECT_ANALYSES:
@@ -181,4 +233,4 @@ def call_effects(caller: ModuleGraph, call: cst.Call, info: FunctionInfo) -> Cal
     return CallEffects(graph.recorded, graph.returned, graph.stored_attributes(), graph.assigned_attributes())
 
 
-__all__ = ["CallEffects", "Effect", "Place", "assigned_self_attributes", "call_effects", "may_have_effects", "meets_other_events"]
+__all__ = ["CallEffects", "Effect", "Place", "assigned_self_attributes", "call_effects", "defines", "may_have_effects", "meets_other_events"]

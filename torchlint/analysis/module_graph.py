@@ -107,9 +107,9 @@ class ModuleGraph:
         # Effects analysis (``analysis/effects.py``): what the body did, in the root's terms.
         self.recorded: list[call_effects.Effect] = []
         self.returned: frozenset[Forward] = _NONE
-        self.event_functions: set[str] | None = None  # (root) names of functions that may backward or step
+        self.text_index: object = None  # (root) the file's functions read from its text (effects.py)
+        self.module_event_sites: int | None = None  # (root) event sites of the module's own statements
         self.self_assignments: dict[int, frozenset[str]] = {}  # (root) function id -> the self.* it assigns
-        self.event_sites: dict[int, bool] = {}  # (root) body id -> it has two event sites or more
         self.effect_analyses = 0  # (root) callee bodies analysed
 
     @property
@@ -176,7 +176,11 @@ class ModuleGraph:
         if known is not _NOT_ASKED:
             return known  # type: ignore[return-value]
         self._call_effects[id(call)] = None  # (recursion)
-        info = self._ctx.resolve_function(call.func)
+        func = call.func
+        name = func.attr.value if type(func) is cst.Attribute else func.value if type(func) is cst.Name else None
+        if name is None or not call_effects.defines(self, name):  # type: ignore[arg-type]
+            return None
+        info = self._ctx.resolve_function(func)
         result = None
         if info is not None and info.name != "__init__" and not info.is_property:
             result = call_effects.call_effects(self, call, info)
