@@ -23,8 +23,9 @@ event itself, with the function each sits in (a rule reports where the mistake c
 
 Computed once per call node, only for files whose rules track the module graph.  Only callees
 whose text backpropagates or steps are analysed, and only where the caller has another event
-site for their effects to meet (not ``main()``), and the methods ``__init__`` calls (what they
-build: optimizers, modules); a call of another method makes the ``self.*``
+site for their effects to meet (not ``main()``) and the call connects to the caller's graph (a
+method, a result used, an argument with a graph), and the methods ``__init__`` calls that hand
+parameters over (what they build: optimizers, modules); a call of another method makes the ``self.*``
 attributes it assigns fresh: new forwards, at the call, of the modules those attributes went
 through where the file's analysis saw them bound (``forward()`` run again after a step).
 Depth is bounded; recursion answers nothing.
@@ -90,9 +91,9 @@ def may_have_effects(graph: ModuleGraph, info: FunctionInfo) -> bool:
     return info.name in _text_index(graph).event_functions
 
 
-def defines(graph: ModuleGraph, name: str) -> bool:
-    """The file has a ``def name`` (a quick test before resolving a call)."""
-    return name in _text_index(graph).definitions
+def defined_names(source: str) -> set[str]:
+    """The names of the ``def`` statements of ``source`` (a quick test before resolving a call)."""
+    return {match.group(1) for match in _DEF.finditer(source)}
 
 
 @dataclass
@@ -100,6 +101,7 @@ class _TextIndex:
     definitions: set[str]
     event_functions: set[str]  # names of functions whose text may backpropagate or step
     event_sites: dict[str, int]  # function name -> event sites in its text (the most of its defs)
+    builders: set[str]  # names of functions whose text hands parameters over (``.parameters()``)
 
 
 def _text_index(graph: ModuleGraph) -> _TextIndex:
@@ -110,12 +112,13 @@ def _text_index(graph: ModuleGraph) -> _TextIndex:
         spans = list(zip(headers, [match.start() for match in headers[1:]] + [len(source)]))
         events = {match.group(1) for match, end in spans if _EVENT_WORDS.search(source, match.end(), end)}
         sites: dict[str, int] = {}
+        builders = {match.group(1) for match, end in spans if source.find(".parameters(", match.end(), end) >= 0}
         calls = re.compile(r"\b(?:%s)\s*\(" % "|".join(map(re.escape, sorted(events)))) if events else None
         for match, end in spans:
             count = len(_EVENT_WORDS.findall(source, match.end(), end))
             count += len(calls.findall(source, match.end(), end)) if calls is not None else 0
             sites[match.group(1)] = max(count, sites.get(match.group(1), 0))
-        root.text_index = _TextIndex({match.group(1) for match in headers}, events, sites)
+        root.text_index = _TextIndex({match.group(1) for match in headers}, events, sites, builders)
     return root.text_index
 
 
@@ -160,6 +163,14 @@ def meets_other_events(graph: ModuleGraph, function: FunctionInfo | None) -> boo
                 count += name in ("backward", "step") or name in index.event_functions
         root.module_event_sites = count
     return root.module_event_sites >= 2
+
+
+def _connected(caller: ModuleGraph, call: cst.Call, info: FunctionInfo) -> bool:
+    """What the callee does can reach the caller's graph: a method of an instance (what it
+    leaves on it), a result the caller uses, or an argument that carries a graph."""
+    if info.is_method or caller.ctx.expression_statement(call) is None:
+        return True
+    return any(caller.forwards_of(arg.value) for arg in call.args)
 
 
 def _blocks_of(statement: cst.CSTNode) -> list[cst.CSTNode]:
@@ -209,12 +220,15 @@ def call_effects(caller: ModuleGraph, call: cst.Call, info: FunctionInfo) -> Cal
     if caller.in_progress(info):
         return None
     function = ctx.function
-    # `self._build_net()` from `__init__`: the optimizers and modules it puts on the instance
-    building = function is not None and function.name == "__init__" and bool(assigned_self_attributes(caller, info))
+    # `self._build_net()` from `__init__`: the optimizers (and modules) it puts on the instance
+    building = function is not None and function.name == "__init__" and info.name in _text_index(caller).builders \
+        and bool(assigned_self_attributes(caller, info))
     if not building and not may_have_effects(caller, info):
         return caller.fresh_stores(call, info)  # (no backward or step: only what it leaves on self)
     if not building and not meets_other_events(caller, function):
         return None  # `main()`: nothing in the caller for its steps and backwards to meet
+    if not building and not _connected(caller, call, info):
+        return None  # `train(loader, model, opt)`: its effects stay inside it
     root = caller.root
     if root.effect_analyses >= MAX_EFFECT_ANALYSES:
         return None
@@ -233,4 +247,4 @@ def call_effects(caller: ModuleGraph, call: cst.Call, info: FunctionInfo) -> Cal
     return CallEffects(graph.recorded, graph.returned, graph.stored_attributes(), graph.assigned_attributes())
 
 
-__all__ = ["CallEffects", "Effect", "Place", "assigned_self_attributes", "call_effects", "defines", "may_have_effects", "meets_other_events"]
+__all__ = ["CallEffects", "Effect", "Place", "assigned_self_attributes", "call_effects", "defined_names", "may_have_effects", "meets_other_events"]

@@ -100,6 +100,8 @@ class ModuleGraph:
         self._class_through: dict[tuple[object, str], frozenset[Forward]] = {}
         self._call_effects: dict[int, CallEffects | None] = {}
         self.parent = parent
+        self._root: ModuleGraph = parent.root if parent is not None else self
+        self._definitions: set[str] | None = None
         self._callee = callee
         self._receiver_key = dotted_name(receiver) if receiver is not None else None
         self._arguments = arguments or {}
@@ -118,10 +120,13 @@ class ModuleGraph:
 
     @property
     def root(self) -> ModuleGraph:
-        graph = self
-        while graph.parent is not None:
-            graph = graph.parent
-        return graph
+        return self._root
+
+    def definitions(self) -> set[str]:
+        """(Root) the names the file defines functions by (``def name``), read from its text."""
+        if self._definitions is None:
+            self._definitions = call_effects.defined_names(self._ctx.source)
+        return self._definitions
 
     def in_progress(self, info: FunctionInfo) -> bool:
         """``info``'s body is being analysed for effects (a recursive call)."""
@@ -172,14 +177,18 @@ class ModuleGraph:
         """What ``call``, a call of a function of this file, does (``analysis/effects.py``); asked
         at the call (once per call node), None when it is not such a call or does nothing known.
         Event paths start inside the callee."""
+        func = call.func
+        kind = type(func)
+        name = func.attr.value if kind is cst.Attribute else func.value if kind is cst.Name else None  # type: ignore[attr-defined]
+        definitions = self._root._definitions
+        if definitions is None:
+            definitions = self._root.definitions()
+        if name is None or name not in definitions:
+            return None
         known = self._call_effects.get(id(call), _NOT_ASKED)
         if known is not _NOT_ASKED:
             return known  # type: ignore[return-value]
         self._call_effects[id(call)] = None  # (recursion)
-        func = call.func
-        name = func.attr.value if type(func) is cst.Attribute else func.value if type(func) is cst.Name else None
-        if name is None or not call_effects.defines(self, name):  # type: ignore[arg-type]
-            return None
         info = self._ctx.resolve_function(func)
         result = None
         if info is not None and info.name != "__init__" and not info.is_property:
@@ -379,10 +388,9 @@ class ModuleGraph:
         forward = self._forward(call)
         if forward is not None:
             found = found | {forward}
-        if type(func) is cst.Name or type(func) is cst.Attribute:
-            effects = self.effects_of(call)
-            if effects is not None:
-                found = found | effects.returned  # what a helper of this file returns
+        effects = self.effects_of(call)
+        if effects is not None:
+            found = found | effects.returned  # what a helper of this file returns
         return found
 
     def _key_forwards(self, key: str) -> frozenset[Forward]:
