@@ -91,3 +91,48 @@ class Trainer:
 )
 def test_optimized_modules(source: str, expected: list[object]) -> None:
     assert probe(source) == expected
+
+
+@pytest.mark.parametrize(
+    "source, expected",
+    [
+        # what a helper of the file that backpropagates or steps returns goes through the modules
+        # its body ran
+        ("def make(z, opt):\n    out = G(z)\n    opt.step()\n    return out\nout = make(x, o)\nforwards(out)\nout.sum().backward()",
+         [["G"]]),
+        ("def make(z, opt):\n    opt.step()\n    return G(z).detach()\nout = make(x, o)\nforwards(out)\nout.sum().backward()", [[]]),
+        # a method run on an instance: its `self.net` is the instance's
+        ("""\
+class Critic:
+    def __init__(self):
+        self.net = make_model()
+        self.net.train()
+
+    def learn(self, s):
+        v = self.net(s)
+        v.sum().backward(retain_graph=True)
+        return v
+
+critic = Critic()
+v = critic.learn(x)
+forwards(v)
+v.sum().backward()
+""", [["critic.net"]]),
+        # what one method leaves on `self` is what the others read; calling it binds it again
+        ("""\
+class Pair(nn.Module):
+    def run(self, z):
+        self.fake = G(z)
+
+    def again(self, z):
+        self.fake = z
+        self.run(z)
+        forwards(self.fake)
+
+    def later(self):
+        forwards(self.fake)
+""", [["G"], ["G"]]),
+    ],
+)
+def test_forwards_across_calls(source: str, expected: list[object]) -> None:
+    assert probe(source) == expected

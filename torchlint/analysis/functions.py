@@ -296,27 +296,19 @@ class Functions:
         if self._summarising is not None:
             if self.scope.function is self._summarising:
                 self._returns.append(self.value_of(node.value) if node.value is not None else UNKNOWN)
+                graph = self.module_graph
+                if graph is not None and node.value is not None:
+                    graph.note_return(node.value)  # an effects analysis (``effects.py``)
             return
         self._note_return(node)  # the file's own analysis: what each function returns (facts.py)
 
     def arguments_passed(self, call: cst.Call, callee: FunctionInfo) -> dict[str, Value] | None:
         """Parameter name -> the value this call passes for it (None when ``*args`` /
         ``**kwargs`` hide which argument goes where)."""
-        if any(arg.star for arg in call.args):
+        expressions = argument_expressions(call, callee)
+        if expressions is None:
             return None
-        params = callee.node.params
-        positional = [p.name.value for p in (*params.posonly_params, *params.params)]
-        if callee.is_method:
-            positional = positional[1:]  # `self` (or `cls`) is the receiver
-        passed: dict[str, Value] = {}
-        index = 0
-        for arg in call.args:
-            if arg.keyword is not None:
-                passed[arg.keyword.value] = self.value_of(arg.value)
-            elif index < len(positional):
-                passed[positional[index]] = self.value_of(arg.value)
-                index += 1
-        return passed
+        return {name: self.value_of(expression) for name, expression in expressions.items()}
 
     def _resolve_callee(self, func: cst.BaseExpression) -> FunctionInfo | None:
         if type(func) is cst.Name:
@@ -331,3 +323,23 @@ class Functions:
                 return receiver.cls.method(func.attr.value)
             return None
         return None
+
+
+def argument_expressions(call: cst.Call, callee: FunctionInfo) -> dict[str, cst.BaseExpression] | None:
+    """Parameter name -> the argument expression ``call`` passes for it (None when ``*args`` /
+    ``**kwargs`` hide which argument goes where)."""
+    if any(arg.star for arg in call.args):
+        return None
+    params = callee.node.params
+    positional = [p.name.value for p in (*params.posonly_params, *params.params)]
+    if callee.is_method:
+        positional = positional[1:]  # `self` (or `cls`) is the receiver
+    passed: dict[str, cst.BaseExpression] = {}
+    index = 0
+    for arg in call.args:
+        if arg.keyword is not None:
+            passed[arg.keyword.value] = arg.value
+        elif index < len(positional):
+            passed[positional[index]] = arg.value
+            index += 1
+    return passed

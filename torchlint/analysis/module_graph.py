@@ -24,18 +24,23 @@ statement sees the values before it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 import libcst as cst
 
+from torchlint.analysis import effects as call_effects
 from torchlint.analysis import torch_api as api
-from torchlint.analysis.names import dotted_name
+from torchlint.analysis.events import EventKind
+from torchlint.analysis.names import dotted_name, literal_bool
 from torchlint.analysis.values import Kind
 from torchlint.analysis.walk import children
 
 if TYPE_CHECKING:
     from torchlint.analysis.analyzer import Analyzer
+    from torchlint.analysis.effects import CallEffects
+    from torchlint.analysis.events import AutogradEvent
+    from torchlint.analysis.scopes import FunctionInfo
 
 # How deep a name's assigned expression is followed to find what an optimizer was built from.
 _MAX_PARAMETER_HOPS = 2
@@ -59,15 +64,28 @@ class Forward:
     # Known to be a module (its value, or ``D.parameters()`` / ``D.train()`` in the file); else a
     # callable handed in as a parameter (a model, or a loss function).
     is_module: bool = True
+    function: object = None  # the FunctionInfo the call sits in (None: module level)
 
 
 _NONE: frozenset[Forward] = frozenset()
+_NOT_ASKED = object()
 
 
 class ModuleGraph:
     """The forwards each name's value went through, per function (see the module docstring)."""
 
-    def __init__(self, ctx: Analyzer) -> None:
+    def __init__(
+        self,
+        ctx: Analyzer,
+        parent: ModuleGraph | None = None,
+        callee: FunctionInfo | None = None,
+        call: cst.Call | None = None,
+        receiver: cst.BaseExpression | None = None,
+        arguments: dict[str, cst.BaseExpression] | None = None,
+    ) -> None:
+        """The file's graph; with ``parent``, the graph of ``callee``'s body analysed for the
+        effects of ``call`` (``analysis/effects.py``): ``receiver`` and ``arguments`` (parameter ->
+        argument) are the call's, read in the parent's terms."""
         self._ctx = ctx
         self._through: dict[tuple[object, str], frozenset[Forward]] = {}
         self._assigned: dict[tuple[object, str], cst.BaseExpression] = {}
@@ -75,9 +93,49 @@ class ModuleGraph:
         self._module_keys: set[str] = set()  # names with module evidence (``D.parameters()``, ``D.train()``)
         # Modules some ``torch.optim`` optimizer built in the file updates.
         self.optimized_keys: set[str] = set()
-        self.serial = 0
+        self.serial = parent.serial if parent is not None else 0
         self.bindings = 0  # counts bindings: ``_bound_at`` tells when a name was last bound
         self._bound_at: dict[tuple[object, str], int] = {}
+        # ``self.*`` attributes per class: what a method left on the instance, for the others.
+        self._class_through: dict[tuple[object, str], frozenset[Forward]] = {}
+        self._call_effects: dict[int, CallEffects | None] = {}
+        self.parent = parent
+        self._root: ModuleGraph = parent.root if parent is not None else self
+        self._definitions: set[str] | None = None
+        self._callee = callee
+        self._receiver_key = dotted_name(receiver) if receiver is not None else None
+        self._arguments = arguments or {}
+        self._locals = _parameter_names(callee) if callee is not None else frozenset()
+        # Effects analysis (``analysis/effects.py``): what the body did, in the root's terms.
+        self.recorded: list[call_effects.Effect] = []
+        self.returned: frozenset[Forward] = _NONE
+        self.text_index: object = None  # (root) the file's functions read from its text (effects.py)
+        self.module_event_sites: int | None = None  # (root) event sites of the module's own statements
+        self.self_assignments: dict[int, frozenset[str]] = {}  # (root) function id -> the self.* it assigns
+        self.effect_analyses = 0  # (root) callee bodies analysed
+
+    @property
+    def ctx(self) -> Analyzer:
+        return self._ctx
+
+    @property
+    def root(self) -> ModuleGraph:
+        return self._root
+
+    def definitions(self) -> set[str]:
+        """(Root) the names the file defines functions by (``def name``), read from its text."""
+        if self._definitions is None:
+            self._definitions = call_effects.defined_names(self._ctx.source)
+        return self._definitions
+
+    def in_progress(self, info: FunctionInfo) -> bool:
+        """``info``'s body is being analysed for effects (a recursive call)."""
+        graph: ModuleGraph | None = self
+        while graph is not None:
+            if graph._callee is info:
+                return True
+            graph = graph.parent
+        return False
 
     # ------------------------------------------------------------ questions
     def forwards_of(self, expr: cst.CSTNode) -> frozenset[Forward]:
@@ -86,7 +144,7 @@ class ModuleGraph:
         if kind is cst.Name or kind is cst.Attribute:
             key = dotted_name(expr)  # type: ignore[arg-type]
             if key is not None:
-                found = self._through.get((self._ctx.function, key), _NONE)
+                found = self._key_forwards(key)
                 if kind is cst.Attribute:
                     if expr.attr.value == "data":  # type: ignore[attr-defined]
                         return _NONE
@@ -103,13 +161,40 @@ class ModuleGraph:
 
     def optimized_modules(self, optimizer: cst.BaseExpression) -> frozenset[str] | None:
         """The module keys ``optimizer`` was built from; None when that is not known."""
+        key = dotted_name(optimizer)
+        argument = self._argument_of(key) if key is not None else None
+        if argument is not None:
+            return self.parent.optimized_modules(argument) if self.parent is not None else None
         constructor = self._ctx.value_of(optimizer).origin
         if not isinstance(constructor, cst.Call):
-            key = dotted_name(optimizer)
             constructor = self.assigned(key) if key is not None else None
         if not isinstance(constructor, cst.Call):
             return None
-        return self._modules_in(constructor, _MAX_PARAMETER_HOPS)
+        keys = self._modules_in(constructor, _MAX_PARAMETER_HOPS)
+        return keys if keys is None or self.parent is None else frozenset(self._outer_key(k) for k in keys)
+
+    def effects_of(self, call: cst.Call) -> CallEffects | None:
+        """What ``call``, a call of a function of this file, does (``analysis/effects.py``); asked
+        at the call (once per call node), None when it is not such a call or does nothing known.
+        Event paths start inside the callee."""
+        func = call.func
+        kind = type(func)
+        name = func.attr.value if kind is cst.Attribute else func.value if kind is cst.Name else None  # type: ignore[attr-defined]
+        definitions = self._root._definitions
+        if definitions is None:
+            definitions = self._root.definitions()
+        if name is None or name not in definitions:
+            return None
+        known = self._call_effects.get(id(call), _NOT_ASKED)
+        if known is not _NOT_ASKED:
+            return known  # type: ignore[return-value]
+        self._call_effects[id(call)] = None  # (recursion)
+        info = self._ctx.resolve_function(func)
+        result = None
+        if info is not None and info.name != "__init__" and not info.is_property:
+            result = call_effects.call_effects(self, call, info)
+        self._call_effects[id(call)] = result
+        return result
 
     def assigned(self, key: str) -> cst.BaseExpression | None:
         """The expression last assigned to ``key`` in this function (``self.x``: in this method,
@@ -117,7 +202,7 @@ class ModuleGraph:
         function = self._ctx.function
         found = self._assigned.get((function, key))
         if found is None and key.startswith("self.") and function is not None and function.cls is not None:
-            found = self._assigned.get((function.cls, key))
+            found = self.root._assigned.get((function.cls, key))
         return found
 
     def held_since(self, forward: Forward, bindings: int) -> bool:
@@ -131,7 +216,12 @@ class ModuleGraph:
 
     def is_module_key(self, key: str) -> bool:
         """Something in the file treats ``key`` as a module (its parameters, ``train()`` ...)."""
-        return key in self._module_keys or self._ctx.value_of_key(key).kind is Kind.MODULE
+        if key in self._module_keys or self._ctx.value_of_key(key).kind is Kind.MODULE:
+            return True
+        if self.parent is None:
+            return False
+        root_keys = self.root._module_keys
+        return self._outer_key(key) in root_keys or (key.startswith("self.") and key in root_keys)
 
     # ------------------------------------------------------------ updates (from the analyzer)
     def bind(self, target: cst.BaseExpression, value: cst.BaseExpression | None) -> None:
@@ -169,11 +259,94 @@ class ModuleGraph:
             key = dotted_name(func.value)
             if key is not None:
                 self._module_keys.add(key)
+                if self.parent is not None:  # (what a callee finds holds for the file)
+                    self.root._module_keys.add(key if key.startswith("self.") else self._outer_key(key))
             return
         qualified = self._ctx.qualify(func)
-        if qualified is not None and qualified.startswith(api.OPTIMIZER_PREFIX) \
-                and not qualified.startswith(api.NON_OPTIMIZER_PREFIXES):
-            self.optimized_keys |= self._modules_in(call, _MAX_PARAMETER_HOPS) or frozenset()
+        if qualified is not None:
+            if qualified.startswith(api.OPTIMIZER_PREFIX) and not qualified.startswith(api.NON_OPTIMIZER_PREFIXES):
+                self.optimized_keys |= self._modules_in(call, _MAX_PARAMETER_HOPS) or frozenset()
+            if self.parent is None:
+                return
+        if self.parent is not None:
+            self._record_event(call)
+        effects = self.effects_of(call) if qualified is None else None
+        if effects is None:
+            return
+        for key, forwards in effects.stored.items():
+            self._bind_slot(key, forwards)
+        function = self._ctx.function
+        for key, value in effects.assigned.items():
+            self._assigned[(function, key)] = value  # `self._build()` from `__init__`
+            if function is not None and function.cls is not None and self.parent is None:
+                self._assigned[(function.cls, key)] = value
+        if self.parent is not None:
+            here = call_effects.Place(call, self._ctx.function, self._ctx.statement)
+            self.recorded.extend(replace(effect, path=(here, *effect.path)) for effect in effects.effects)
+
+    def fresh_stores(self, call: cst.Call, info: FunctionInfo) -> CallEffects | None:
+        """A call of a method that neither backpropagates nor steps: the ``self.*`` attributes it
+        assigns hold new forwards, made now, of the modules they went through where the callee's
+        own analysis bound them (none known, or not analysed yet: no graph)."""
+        receiver = dotted_name(call.func.value) if isinstance(call.func, cst.Attribute) else None
+        if receiver is None or info.cls is None or not info.is_method:
+            return None
+        keys = call_effects.assigned_self_attributes(self, info)
+        if not keys:
+            return None
+        stored: dict[str, frozenset[Forward]] = {}
+        for key in keys:
+            fresh = set()
+            for old in self.root._through.get((info, key), _NONE):  # (its binding in the callee's own analysis)
+                self.serial += 1
+                module = receiver + old.module[4:] if old.module.split(".")[0] == "self" else old.module
+                fresh.add(Forward(call, module, self.serial, old.saves_parameters, old.is_module, self._ctx.function))
+            stored[receiver + key[4:]] = frozenset(fresh)
+        return call_effects.CallEffects(stored=stored)
+
+    def note_return(self, value: cst.BaseExpression) -> None:
+        """(Effects analysis) the callee returns ``value``."""
+        self.returned = self.returned | self.forwards_of(value)
+
+    def stored_attributes(self) -> dict[str, frozenset[Forward]]:
+        """(Effects analysis) the ``self.*`` attributes the callee bound, in the root's terms."""
+        function = self._ctx.function
+        return {self._outer_key(key): self._through.get(slot, _NONE)
+                for slot in self._bound_at if slot[0] is function and (key := slot[1]).startswith("self.")}
+
+    def assigned_attributes(self) -> dict[str, cst.BaseExpression]:
+        """(Effects analysis) what the callee assigned to ``self.*`` attributes (root's terms)."""
+        function = self._ctx.function
+        return {self._outer_key(key): value for (owner, key), value in self._assigned.items()
+                if owner is function and key.startswith("self.")}
+
+    def _record_event(self, call: cst.Call) -> None:
+        event = self._ctx.autograd_event(call)
+        if event is None or event.subject is None:
+            return
+        here = (call_effects.Place(call, self._ctx.function, self._ctx.statement),)
+        if event.kind in (EventKind.BACKWARD, EventKind.GRAD):
+            self.recorded.append(call_effects.Effect(
+                event.kind, here, self.serial, self.forwards_of(event.subject), keeps_graph=self._keeps_graph(event)))
+        elif event.kind is EventKind.STEP:
+            self.recorded.append(call_effects.Effect(
+                event.kind, here, self.serial, modules=self.optimized_modules(event.subject)))
+
+    def _keeps_graph(self, event: AutogradEvent) -> bool:
+        """``retain_graph=retain_graph``: the argument the call passes, or the parameter's default."""
+        if event.retain_graph is not None:
+            return event.retain_graph
+        for arg in event.node.args:  # type: ignore[attr-defined]
+            if arg.keyword is None or arg.keyword.value not in (*api.RETAIN_GRAPH_KEYWORDS, "create_graph"):
+                continue
+            if type(arg.value) is not cst.Name:
+                return False
+            name = arg.value.value
+            passed = self._arguments.get(name)
+            if passed is None and self._callee is not None:
+                passed = _default_of(self._callee, name)
+            return literal_bool(passed) is True
+        return False
 
     # ------------------------------------------------------------ bookkeeping
     def _set(self, target: cst.BaseExpression, forwards: frozenset[Forward], value: cst.BaseExpression | None) -> None:
@@ -193,12 +366,7 @@ class ModuleGraph:
             return
         function = self._ctx.function
         slot = (function, key)
-        self.bindings += 1
-        self._bound_at[slot] = self.bindings
-        if forwards:
-            self._through[slot] = forwards
-        else:
-            self._through.pop(slot, None)
+        self._bind_slot(key, forwards)
         if value is not None:
             self._assigned[slot] = value
             if key.startswith("self.") and function is not None and function.cls is not None:
@@ -218,7 +386,70 @@ class ModuleGraph:
         for arg in call.args:
             found = found | self.forwards_of(arg.value)
         forward = self._forward(call)
-        return found | {forward} if forward is not None else found
+        if forward is not None:
+            found = found | {forward}
+        effects = self.effects_of(call)
+        if effects is not None:
+            found = found | effects.returned  # what a helper of this file returns
+        return found
+
+    def _key_forwards(self, key: str) -> frozenset[Forward]:
+        """The forwards the value bound to ``key`` went through: bound in this function, else (an
+        effects analysis) the caller's argument or receiver attribute, else what a method of the
+        class left on ``self``."""
+        function = self._ctx.function
+        slot = (function, key)
+        found = self._through.get(slot)
+        if found is not None:
+            return found
+        if slot in self._bound_at:
+            return _NONE
+        if self.parent is not None:
+            first, dot, rest = key.partition(".")
+            argument = self._arguments.get(first)
+            if argument is not None and first in self._locals:
+                return self.parent.forwards_of(argument)
+            if first == "self" and self._receiver_key is not None:
+                found = self.parent._key_forwards(self._receiver_key + dot + rest)
+                if found or self._receiver_key == "self":
+                    return found
+        if key.startswith("self.") and function is not None and function.cls is not None:
+            return self.root._class_through.get((function.cls, key), _NONE)
+        return _NONE
+
+    def _bind_slot(self, key: str, forwards: frozenset[Forward]) -> None:
+        function = self._ctx.function
+        slot = (function, key)
+        self.bindings += 1
+        self._bound_at[slot] = self.bindings
+        if forwards:
+            self._through[slot] = forwards
+        else:
+            self._through.pop(slot, None)
+        if self.parent is None and key.startswith("self.") and function is not None and function.cls is not None:
+            self._class_through[(function.cls, key)] = forwards
+
+    def _argument_of(self, key: str) -> cst.BaseExpression | None:
+        """(Effects analysis) the caller's argument a parameter ``key`` holds, if not rebound."""
+        if self.parent is None or key not in self._arguments or key not in self._locals:
+            return None
+        return None if (self._ctx.function, key) in self._bound_at else self._arguments[key]
+
+    def _outer_key(self, key: str) -> str:
+        """``key`` of the callee's body in the root's terms: ``self.net`` of ``critic.learn()`` is
+        ``critic.net``, a parameter is its argument; the callee's own locals get a name of their own."""
+        if self.parent is None:
+            return key
+        first, dot, rest = key.partition(".")
+        if first == "self" and self._receiver_key is not None:
+            outer = self._receiver_key + dot + rest
+        elif first in self._arguments and dotted_name(self._arguments[first]) is not None:
+            outer = dotted_name(self._arguments[first]) + dot + rest  # type: ignore[operator]
+        elif first in self._locals or (self._ctx.function, first) in self._bound_at or first == "self":
+            return f"{self._callee.name}:{key}" if self._callee is not None else key
+        else:
+            outer = key  # a global
+        return self.parent._outer_key(outer)
 
     def _forward(self, call: cst.Call) -> Forward | None:
         """The forward ``call`` is, if it runs a module."""
@@ -230,7 +461,8 @@ class ModuleGraph:
             return None
         key, saves, is_module = module
         self.serial += 1
-        forward = self._forwards[id(call)] = Forward(call, key, self.serial, saves, is_module)
+        forward = Forward(call, self._outer_key(key), self.serial, saves, is_module, self._ctx.function)
+        self._forwards[id(call)] = forward
         return forward
 
     def _module_called(self, call: cst.Call) -> tuple[str, bool, bool] | None:
@@ -247,7 +479,7 @@ class ModuleGraph:
             return key, self._saves_parameters(call, value.origin if value.cls is None else None), True
         if value.kind is not Kind.UNKNOWN:
             return None
-        if key in self._module_keys:
+        if self.is_module_key(key):
             return key, True, True
         if type(func) is cst.Name and "param" in value.tags:
             return key, True, False
@@ -297,6 +529,21 @@ class ModuleGraph:
         if unresolved and not keys:
             return None
         return frozenset(keys)
+
+
+def _parameter_names(info: FunctionInfo) -> frozenset[str]:
+    params = info.node.params
+    names = [p.name.value for p in (*params.posonly_params, *params.params, *params.kwonly_params)]
+    names += [star.name.value for star in (params.star_arg, params.star_kwarg) if isinstance(star, cst.Param)]
+    return frozenset(names)
+
+
+def _default_of(info: FunctionInfo, name: str) -> cst.BaseExpression | None:
+    params = info.node.params
+    for param in (*params.posonly_params, *params.params, *params.kwonly_params):
+        if param.name.value == name:
+            return param.default
+    return None
 
 
 def _is_option(arg: cst.Arg) -> bool:

@@ -26,6 +26,7 @@ import libcst as cst
 
 from torchlint import fixes
 from torchlint.analysis import Kind, dotted_name, keyword_arg, positional_args
+from torchlint.analysis.effects import CallEffects, Place
 from torchlint.analysis.events import EventKind
 from torchlint.analysis.module_graph import Forward, related, value_children
 from torchlint.analysis.scopes import CALLED_WITH_GRAD_BY_FRAMEWORK
@@ -120,11 +121,13 @@ class _Change:
 class _Step:
     """An optimizer step, reported once a backward() through a forward it made stale follows."""
 
-    node: cst.Call
+    node: cst.Call  # the step, or the call of this function's that runs it
     serial: int  # the module graph's serial at the step: forwards up to it ran before it
     modules: frozenset[str] | None  # the modules it updates; None: not known
     retained: frozenset[Forward]  # (not known) the graph the retained backward() before it reached
     statement: cst.CSTNode | None
+    # A step in a function this one calls: the call, the nested calls, the step (effects.py).
+    path: tuple[Place, ...] = ()
 
 
 @dataclass
@@ -444,6 +447,10 @@ class SavedTensorInplace(Rule):
         if event is not None and event.kind is EventKind.STEP:
             self._optimizer_step(node, event.subject)
             return
+        if event is None and self._graph is not None:
+            effects = self._graph.effects_of(node)
+            if effects is not None:
+                self._call_effects(node, effects)
         func = node.func
         qualified = self.ctx.qualify(func)
         if qualified == "torch.nn.Sequential":
@@ -612,11 +619,13 @@ class SavedTensorInplace(Rule):
         When what it updates is not known, it updates what the backward() just before reached."""
         if optimizer is None or self._graph is None:
             return
-        modules = self._graph.optimized_modules(optimizer)
+        self._add_step(node, self._graph.serial, self._graph.optimized_modules(optimizer), ())
+
+    def _add_step(self, node: cst.Call, serial: int, modules: frozenset[str] | None, path: tuple[Place, ...]) -> None:
         retained = self._retained.get(self._scope, _NO_FORWARDS) if modules is None else _NO_FORWARDS
         if modules is not None and not modules or modules is None and not retained:
             return
-        step = _Step(node, self._graph.serial, modules, retained, self.ctx.statement)
+        step = _Step(node, serial, modules, retained, self.ctx.statement, path)
         self._steps.setdefault(self._scope, []).append(step)
         for loop in self._loops:
             if loop.scope is self._scope:
@@ -626,7 +635,21 @@ class SavedTensorInplace(Rule):
         """A backward() from ``loss``: report the steps before it that changed parameters its graph saved."""
         if self._graph is None:
             return
-        reached = self._graph.forwards_of(loss)
+        self._backward_reaching(node, self._graph.forwards_of(loss), keeps_graph)
+
+    def _call_effects(self, node: cst.Call, effects: CallEffects) -> None:
+        """A call of a function of this file: its backward() calls and steps, in order."""
+        here = Place(node, self.ctx.function, self.ctx.statement)
+        for effect in effects.effects:
+            if effect.kind is EventKind.STEP:
+                self._add_step(node, effect.serial, effect.modules, (here, *effect.path))
+            else:
+                self._backward_reaching(node, effect.reached, effect.keeps_graph, (here, *effect.path))
+
+    def _backward_reaching(
+        self, node: cst.Call, reached: frozenset[Forward], keeps_graph: bool, path: tuple[Place, ...] = ()
+    ) -> None:
+        """A backward() (``node``, or a call running it: ``path`` down to it) through the forwards ``reached``."""
         freed = self._freed.setdefault(self._scope, set())
         pending = self._steps.get(self._scope, [])
         for step in list(pending):
@@ -635,7 +658,7 @@ class SavedTensorInplace(Rule):
             if hit is None or self._exclusive(step.node, node):
                 continue
             pending.remove(step)
-            self._report_step(step, hit)
+            self._report_step(step, hit, backward=path or (Place(node, self.ctx.function, None),))
         for loop in self._loops:
             if keeps_graph and loop.scope is self._scope:
                 loop.retained.append(reached)
@@ -683,16 +706,30 @@ class SavedTensorInplace(Rule):
         function = self.ctx.function
         return self.ctx.flow(function.node if function is not None else self.ctx.module).exclusive(a, b)
 
-    def _report_step(self, step: _Step, forward: Forward, next_iteration: bool = False) -> None:
-        if id(step.node) in self._reported:
+    def _report_step(
+        self, step: _Step, forward: Forward, next_iteration: bool = False, backward: tuple[Place, ...] = ()
+    ) -> None:
+        node, statement = step.node, step.statement
+        # A step in a function this one calls: where the forward sits (the step follows it in
+        # the same function), else the call here that runs the step.
+        where = self.ctx.function
+        for place in step.path:
+            if place.function is forward.function and place is not step.path[0]:
+                node, statement, where = place.node, place.statement, place.function
+        if id(node) in self._reported:
             return
-        self._reported.add(id(step.node))
-        call, module = _short(fixes.source_of(step.node)), _short(fixes.source_of(forward.call))
+        self._reported.add(id(node))
+        call, module = _short(fixes.source_of(node)), _short(fixes.source_of(forward.call))
+        later = "a backward() that runs after the step"
+        if node is not step.node and backward:  # (the step is in a function called here): name the backward
+            shown = next((place.node for place in reversed(backward) if place.function is where), backward[0].node)
+            later = f"the backward() `{_short(fixes.source_of(shown))}`, which runs after the step"
         if step.modules is not None:
             stepped = next((m for m in sorted(step.modules) if related(m, forward.module)), forward.module)
+            stepped = stepped.rpartition(":")[2]  # (a callee's own name for it: ``effects.py``)
             message = (
                 f"`{call}` changes the parameters of `{stepped}` in place, but `{module}` saved them "
-                f"for a backward() that runs after the step{' (on the next iteration of the loop)' if next_iteration else ''}: "
+                f"for {later}{' (on the next iteration of the loop)' if next_iteration else ''}: "
                 f"backward() raises '{M4}'; call step() after every "
                 "backward() through the graph, or compute the loss again after the step"
             )
@@ -703,7 +740,7 @@ class SavedTensorInplace(Rule):
                 f"raises '{M4}'; call step() after every backward() through the graph, or compute the loss "
                 "again after the step"
             )
-        self.report(step.node, message, None, statement=step.statement)
+        self.report(node, message, None, statement=statement)
 
     # ------------------------------------------------------------ nn.Sequential
     def _check_sequential(self, node: cst.Call) -> None:
