@@ -18,7 +18,6 @@ class NumpyOfGradTensor(Rule):
     code = "TL015"
     name = "numpy-of-grad-tensor"
     summary = "`.numpy()`, `np.array(...)` or plotting of a tensor that requires grad: raises at run time"
-    default = False  # precision on real code below the bar: see the rule's page
     fix_safety = FixSafety.SAFE
     tokens = ("numpy", "np.", "plt.", "pyplot")
 

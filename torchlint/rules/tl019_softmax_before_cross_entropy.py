@@ -17,7 +17,6 @@ class SoftmaxBeforeCrossEntropy(Rule):
     code = "TL019"
     name = "softmax-before-cross-entropy"
     summary = "Cross-entropy of softmax outputs (or `nll_loss` of probabilities): the loss plateaus, training stalls"
-    default = False  # precision on real code below the bar: see the rule's page
     fix_safety = FixSafety.UNSAFE
     tokens = ("cross_entropy", "CrossEntropyLoss", "nll_loss", "NLLLoss")
 
