@@ -9,7 +9,7 @@ import libcst as cst
 import pytest
 
 from torchlint.analysis import Analyzer, Kind, Mode, Value
-from torchlint.rule import Diagnostic, Rule, RuleOptions
+from torchlint.rule import Rule, RuleOptions
 
 
 def _probe(source: str) -> list[tuple[Value, object]]:
