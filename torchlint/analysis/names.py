@@ -27,16 +27,18 @@ def dotted_name(node: cst.BaseExpression) -> str | None:
     return ".".join(parts)
 
 
-def is_reference(node: cst.BaseExpression) -> bool:
-    """``a``, ``a.b``, ``a.b[i].c``: a chain of attributes and indexes down from a name, no call
-    in it (evaluating it twice gives the same object)."""
+def root_name(expr: cst.BaseExpression) -> str | None:
+    """``self`` for ``self.opt``, ``opts`` for ``opts[i]``, ``m`` for ``m.a.b[i].c``: the name a
+    chain of attributes and indexes starts from (evaluating it twice gives the same object);
+    None when the chain starts from anything else (a call's result)."""
     while True:
-        kind = type(node)
+        kind = type(expr)  # (exact type tests: ``isinstance`` is slow on libcst's ABCs)
         if kind is cst.Name:
-            return True
-        if kind is not cst.Attribute and kind is not cst.Subscript:
-            return False
-        node = node.value  # type: ignore[attr-defined]
+            return expr.value  # type: ignore[attr-defined]
+        if kind is cst.Attribute or kind is cst.Subscript:
+            expr = expr.value  # type: ignore[attr-defined]
+        else:
+            return None
 
 
 def dotted_expression(key: str) -> cst.Name | cst.Attribute:

@@ -6,7 +6,7 @@ import libcst as cst
 
 from torchlint import fixes
 from torchlint.analysis import Kind, Value, dotted_name
-from torchlint.analysis.names import is_reference
+from torchlint.analysis.names import root_name
 from torchlint.analysis.torch_api import LEAF_SOURCE_TOKENS, NON_MUTATING_UNDERSCORE
 from torchlint.analysis.values import LEAF_ON_CPU
 from torchlint.rule import Fix, FixSafety, FixStyle, Rule
@@ -72,7 +72,7 @@ class LeafInplace(Rule):
 
     def _check_subscript_write(self, node: cst.Assign | cst.AugAssign, target: cst.Subscript) -> None:
         base = target.value
-        if not is_reference(base) or self.ctx.value_of(base).kind is not Kind.LEAF:
+        if root_name(base) is None or self.ctx.value_of(base).kind is not Kind.LEAF:
             return
         line = self.ctx.statement
         if (

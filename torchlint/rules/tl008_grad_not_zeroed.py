@@ -20,7 +20,7 @@ from torchlint import fixes
 from torchlint.analysis import FunctionInfo, Kind, Value, dotted_name
 from torchlint.analysis.events import EventKind, gradient_reads, is_optimizer, last_name, may_hide_autograd
 from torchlint.analysis.flow import Flow
-from torchlint.analysis.names import through_grad
+from torchlint.analysis.names import root_name, through_grad
 from torchlint.analysis.torch_api import NON_MUTATING_UNDERSCORE
 from torchlint.rule import Fix, FixSafety, Rule
 
@@ -39,18 +39,6 @@ def _outside_modules(value: Value) -> bool:
     """A leaf made by the code itself (a factory, ``requires_grad_()``), not a parameter a module
     or a caller holds: ``model.zero_grad()`` does not reset its gradient."""
     return value.kind is Kind.LEAF and not value.tags & {"parameter", "param", "assumed-leaf", "from-call-sites"}
-
-
-def _root_name(expr: cst.BaseExpression) -> str | None:
-    """``self`` for ``self.opt``, ``opts`` for ``opts[i]``; None for a call's result."""
-    while True:
-        kind = type(expr)  # (exact type tests: ``isinstance`` is slow on libcst's ABCs)
-        if kind is cst.Name:
-            return expr.value  # type: ignore[attr-defined]
-        if kind is cst.Attribute or kind is cst.Subscript:
-            expr = expr.value  # type: ignore[attr-defined]
-        else:
-            return None
 
 
 def _grad_owners(node: cst.CSTNode) -> list[str]:
@@ -241,7 +229,7 @@ class GradNotZeroed(Rule):
         # An optimizer class of this file may zero in its own step(); an LBFGS closure runs.
         helpers = [self.ctx.resolve_function(f) for f in (func, *(arg.value for arg in node.args))]
         closure = any(h is not None for h in helpers[1:]) or any(isinstance(arg.value, cst.Lambda) for arg in node.args)
-        self._record_update(_Update(key or fixes.source_of(optimizer), key, _root_name(optimizer), with_closure=closure))
+        self._record_update(_Update(key or fixes.source_of(optimizer), key, root_name(optimizer), with_closure=closure))
         if self.ctx.step_may_zero_gradients(optimizer):
             self._record_zeroing()  # the project's own optimizer resets the gradients in its step()
         for helper in helpers:
@@ -281,7 +269,7 @@ class GradNotZeroed(Rule):
         if not owners and leaf is not None:
             owners = (leaf,)  # `x += step` with `step = lr * x.grad` computed before: its own gradient
         outside = tuple(o for o in owners if _outside_modules(self.ctx.value_of_key(o)))
-        self._record_update(_Update(None, key, _root_name(target), line, owners, outside_modules=outside))
+        self._record_update(_Update(None, key, root_name(target), line, owners, outside_modules=outside))
 
     def visit_Assign(self, node: cst.Assign) -> None:
         for target in node.targets:
@@ -347,7 +335,7 @@ class GradNotZeroed(Rule):
         roots = self._arg_roots(node)
         if type(func) is cst.Attribute:
             receiver = self.ctx.value_of(func.value)
-            receiver_root = _root_name(func.value)
+            receiver_root = root_name(func.value)
             stored = receiver.cls.attr(func.attr.value) if receiver.cls is not None else None
             if stored is None and receiver_root is not None:
                 roots = roots | {receiver_root}  # (an object kept on the instance gets only its arguments)
@@ -355,7 +343,7 @@ class GradNotZeroed(Rule):
         return _OpaqueCall(name, roots, self._holds_parameters(node))
 
     def _arg_roots(self, node: cst.Call) -> frozenset[str]:
-        roots = {_root_name(arg.value) for arg in node.args}
+        roots = {root_name(arg.value) for arg in node.args}
         return frozenset(root for root in roots if root is not None)
 
     def _holds_parameters(self, node: cst.Call) -> bool:
