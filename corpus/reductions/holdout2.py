@@ -300,6 +300,27 @@ def r2_tl002_no_grad_momentum_ok() -> str:
 
 
 @reduction
+def r2_tl002_param_add_in_grad_mode() -> str:
+    """`for param in fc.parameters(): param.add_(-0.1 * param.grad)` after backward, outside no_grad."""
+    x, y = _regression()
+    fc = nn.Linear(2, 1)
+    F.smooth_l1_loss(fc(x), y).backward()
+    param = next(iter(fc.parameters()))
+    return f"param.add_: {_outcome(lambda: param.add_(-0.1 * param.grad))}; param.data.add_: {_outcome(lambda: param.data.add_(-0.1 * param.grad).shape)}"
+
+
+@reduction
+def r2_tl002_view_of_bias_inplace() -> str:
+    """`b = conv.bias.view(3, -1); b[:, 4] += c` in grad mode (the YOLO bias initialisation), and under no_grad."""
+    conv = nn.Conv2d(4, 3 * 6, 1)
+    b = conv.bias.view(3, -1)
+    bad = _outcome(lambda: b[:, 4].add_(1.0))
+    with torch.no_grad():
+        conv.bias.view(3, -1)[:, 4] += 1.0
+    return f"grad mode: {bad}; under no_grad: ran, bias.is_leaf={conv.bias.is_leaf}"
+
+
+@reduction
 def r2_tl017_zero_grad_in_helper_ok() -> str:
     """The loop calls a helper that zeroes, backpropagates and steps."""
     x, y = _regression()
@@ -378,6 +399,43 @@ def r2_tl007_inplace_after_bn_ok() -> str:
     b = nn.Sequential(nn.Conv2d(2, 4, 1), nn.BatchNorm2d(4), nn.Dropout2d(0.5, inplace=True), nn.ReLU6(inplace=True))
     x = torch.randn(3, 2, 5, 5)
     return f"backward: {_outcome(lambda: a(x).sum().backward())} / {_outcome(lambda: b(x).sum().backward())}"
+
+
+@reduction
+def r2_tl007_inplace_add_on_relu_output() -> str:
+    """Residual block: `out = relu(bn(conv(out)))` (nn.ReLU, not in place), then `out += residual`."""
+    torch.manual_seed(0)
+    conv, bn, relu, shortcut = nn.Conv2d(2, 2, 3, padding=1), nn.BatchNorm2d(2), nn.ReLU(inplace=False), nn.Conv2d(2, 2, 1)
+    x = torch.randn(2, 2, 5, 5)
+    residual = shortcut(x)
+    out = relu(bn(conv(x)))
+    out += residual
+    fixed = relu(bn(conv(x))) + shortcut(x)
+    return f"backward: {_outcome(lambda: out.sum().backward())}; out = out + residual: {_outcome(lambda: fixed.sum().backward())}"
+
+
+@reduction
+def r2_tl010_retain_graph_loop_ok() -> str:
+    """DeepFool: one logit per class backpropagated in a loop, each with retain_graph=True."""
+    torch.manual_seed(0)
+    net = nn.Sequential(nn.Linear(4, 6), nn.Tanh(), nn.Linear(6, 3))
+    x = torch.randn(1, 4, requires_grad=True)
+    logits = net(x)
+    runs = []
+    for c in range(3):
+        x.grad = None
+        runs.append(_outcome(lambda: logits[0, c].backward(retain_graph=True)))
+    return f"three backwards through one graph: {runs}"
+
+
+@reduction
+def r2_tl007_inference_inplace_ok() -> str:
+    """Detect head at inference: `y = x.sigmoid(); y[..., 0:2] = ...` with no backward afterwards."""
+    torch.manual_seed(0)
+    conv = nn.Conv2d(2, 6, 1)
+    y = conv(torch.randn(1, 2, 3, 3)).sigmoid()
+    y[:, 0:2] = y[:, 0:2] * 2.0 - 0.5
+    return f"in-place write into the sigmoid output: ran; y.grad_fn={type(y.grad_fn).__name__}, no backward follows; a backward would: {_outcome(lambda: y.sum().backward())}"
 
 
 @reduction
