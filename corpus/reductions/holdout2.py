@@ -457,6 +457,94 @@ def r2_tl010_state_repacked_ok() -> str:
     return f"repacked: {results}; without the repack, second backward: {second}"
 
 
+@reduction
+def r2_tl008_second_optimizer_never_zeroed() -> str:
+    """Encoder/discriminator loop: opt_E.zero_grad() every step, opt_D never zeroed; D also gets E-loss grads."""
+    torch.manual_seed(0)
+    enc, disc = nn.Linear(3, 3), nn.Linear(3, 1)
+    opt_e = torch.optim.Adam(enc.parameters(), lr=1e-3)
+    opt_d = torch.optim.Adam(disc.parameters(), lr=1e-3)
+    x = torch.randn(8, 3)
+    norms = []
+    for _ in range(4):
+        rec = enc(x)
+        d_loss = F.softplus(-disc(x)).mean() + F.softplus(disc(rec.detach())).mean()
+        d_loss.backward()
+        opt_d.step()
+        norms.append(round(disc.weight.grad.norm().item(), 3))
+        e_loss = ((x - rec) ** 2).mean() + F.softplus(-disc(rec)).mean()
+        opt_e.zero_grad()
+        e_loss.backward()
+        opt_e.step()
+    return f"D weight grad norm seen by opt_D.step() per iteration: {norms} (never zeroed: sums of all earlier D and E-loss gradients)"
+
+
+@reduction
+def r2_tl007_reparam_inplace_on_fresh_noise_ok() -> str:
+    """`eps = torch.randn(...); res = eps.mul_(std).add_(mu)`: in-place on fresh noise, std/mu carry the graph."""
+    torch.manual_seed(0)
+    mu, logvar = torch.randn(2, 3, requires_grad=True), torch.randn(2, 3, requires_grad=True)
+    std = torch.exp(0.5 * logvar).unsqueeze(0)
+    eps = torch.randn(4, 2, 3)
+    res = eps.mul_(std).add_(mu.unsqueeze(0))
+    outcome = _outcome(lambda: res.sum().backward()) or "ran"
+    return f"backward: {outcome}; mu.grad sum={mu.grad.sum().item():.1f}, logvar.grad is None: {logvar.grad is None}"
+
+
+@reduction
+def r2_tl015_param_numpy_under_no_grad_ok() -> str:
+    """`.cpu().numpy()` of an nn.Parameter: under no_grad (torch 2.13) it works, in grad mode it raises."""
+    weight = nn.Embedding(5, 3).weight
+    with torch.no_grad():
+        inside = _outcome(lambda: weight.cpu().numpy().shape)
+        row = _outcome(lambda: weight[2].cpu().numpy().shape)
+    outside = _outcome(lambda: weight.cpu().numpy().shape)
+    return f"under no_grad: {inside}, row: {row}; in grad mode: {outside}"
+
+
+@reduction
+def r2_tl002_data_clamp_ok() -> str:
+    """WGAN weight clipping `p.data.clamp_(-c, c)` on parameters in grad mode, then the next step."""
+    torch.manual_seed(0)
+    disc = nn.Linear(4, 1)
+    for p in disc.parameters():
+        p.data.clamp_(-0.01, 0.01)
+    leaf = all(p.is_leaf for p in disc.parameters())
+    outcome = _outcome(lambda: disc(torch.randn(3, 4)).mean().backward())
+    return f"clamped through .data: max |w|={disc.weight.abs().max().item():.3f}, still leaves: {leaf}, next backward: {outcome}"
+
+
+@reduction
+def r2_tl003_fixed_input_moved_ok() -> str:
+    """`Variable(torch.randn(...), requires_grad=False).to(device)`: a fixed input, not a parameter."""
+    from torch.autograd import Variable
+
+    fixed = Variable(torch.randn(2, 3), requires_grad=False).to("cpu")
+    gen = nn.Linear(3, 2)
+    out = gen(fixed)
+    return f"fixed.requires_grad={fixed.requires_grad}, is_leaf={fixed.is_leaf}; G(fixed) requires grad through G: {out.requires_grad}"
+
+
+@reduction
+def r2_tl010_second_backward_shared_graph() -> str:
+    """VAE + attribute loss: `total.backward(); e_opt.step(); extra.backward()` where both losses share the
+    encoder/decoder forward. Two independent mistakes: the first backward frees the shared graph (no
+    retain_graph), and the encoder step in between changes weights the second backward needs."""
+    def run(retain: bool, step: bool) -> str:
+        torch.manual_seed(0)
+        enc, dec, disc = nn.Linear(3, 4), nn.Sequential(nn.Linear(4, 4), nn.Tanh()), nn.Linear(4, 2)
+        e_opt = torch.optim.Adam(enc.parameters(), lr=1e-3)
+        out = dec(enc(torch.randn(5, 3)))
+        total = out.pow(2).mean()
+        extra = F.cross_entropy(disc(out), torch.tensor([0, 1, 0, 1, 0])) + enc(out[:, :3]).pow(2).mean()
+        total.backward(retain_graph=retain)
+        if step:
+            e_opt.step()
+        return _outcome(extra.backward)[:52]
+    return (f"as written: {run(False, True)} | without the step: {run(False, False)} | "
+            f"retain_graph=True but still stepping: {run(True, True)} | retain_graph=True, step after: {run(True, False)}")
+
+
 def main(argv: list[str]) -> int:
     out_json = None
     if argv[:1] == ["--json"]:
