@@ -545,6 +545,84 @@ def r2_tl010_second_backward_shared_graph() -> str:
             f"retain_graph=True but still stepping: {run(True, True)} | retain_graph=True, step after: {run(True, False)}")
 
 
+@reduction
+def r2_tl001_module_param_rebound() -> str:
+    """PopArt update under no_grad: `self.weight = self.weight * old / new` on a registered nn.Parameter."""
+    class Head(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.weight = nn.Parameter(torch.randn(2, 3)).to(dtype=torch.float32, device="cpu")
+            self.stddev = nn.Parameter(torch.ones(2), requires_grad=False).to(dtype=torch.float32, device="cpu")
+
+        @torch.no_grad()
+        def rescale(self, old, new):
+            self.weight = self.weight * old / new
+
+    head = Head()
+    registered = [n for n, _ in head.named_parameters()]
+    outcome = _outcome(lambda: head.rescale(torch.ones(2, 1), torch.full((2, 1), 2.0)))
+    return f"registered on CPU: {registered}; rebinding: {outcome}"
+
+
+@reduction
+def r2_tl003_parameter_to_other_device() -> str:
+    """`nn.Parameter(t).to(device)`: same object on CPU/float32, a non-leaf copy on another device (meta here)."""
+    p = nn.Parameter(torch.randn(2, 3))
+    same = p.to(dtype=torch.float32, device="cpu") is p
+    moved = nn.Parameter(torch.randn(2, 3)).to(device="meta")
+    fixed = nn.Parameter(torch.ones(2), requires_grad=False).to(device="meta")
+    return (f"cpu: same object {same}; other device: is_leaf={moved.is_leaf}, grad_fn={type(moved.grad_fn).__name__}, "
+            f"is Parameter={isinstance(moved, nn.Parameter)}; requires_grad=False one moved: is_leaf={fixed.is_leaf}, requires_grad={fixed.requires_grad}")
+
+
+@reduction
+def r2_tl015_frozen_stats_numpy_ok() -> str:
+    """`(x * sqrt(var) + mean).cpu().numpy()` with requires_grad=False Parameters as statistics."""
+    mean = nn.Parameter(torch.zeros(3), requires_grad=False)
+    var = nn.Parameter(torch.ones(3), requires_grad=False)
+    out = torch.randn(2, 3) * torch.sqrt(var) + mean
+    return f"out.requires_grad={out.requires_grad}; numpy: {_outcome(lambda: out.cpu().numpy().shape)}"
+
+
+@reduction
+def r2_tl002_regulariser_accumulator_ok() -> str:
+    """`l1 = torch.tensor(0.); l1 += torch.norm(p, 1)` over parameters, then `loss += lam * l1` on the CE output."""
+    torch.manual_seed(0)
+    lin = nn.Linear(4, 3)
+    loss = F.cross_entropy(lin(torch.randn(6, 4)), torch.tensor([0, 1, 2, 0, 1, 2]))
+    l1 = torch.tensor(0.0)
+    for param in lin.parameters():
+        l1 += torch.norm(param, 1)
+    loss += 0.01 * l1
+    outcome = _outcome(loss.backward)
+    return f"l1.is_leaf={l1.is_leaf}, l1.grad_fn={type(l1.grad_fn).__name__}; backward: {outcome}; weight.grad norm {lin.weight.grad.norm().item():.3f}"
+
+
+@reduction
+def r2_tl007_unsqueeze_inplace_on_relu_output() -> str:
+    """`conv(x).unsqueeze_(dim=1)` where conv ends in ReLU (saves its output); the same on a Linear output is fine."""
+    torch.manual_seed(0)
+    block = nn.Sequential(nn.Conv2d(1, 8, 3, padding=1), nn.GroupNorm(2, 8), nn.ReLU(inplace=False))
+    fea = block(torch.randn(1, 1, 6, 6)).unsqueeze_(dim=1)
+    relu_case = _outcome(lambda: fea.sum().backward())[:120]
+    lin = nn.Linear(3, 4)
+    vec = lin(torch.randn(2, 3)).unsqueeze_(dim=1)
+    return f"after ReLU: {relu_case}; after Linear: {_outcome(lambda: vec.sum().backward())}"
+
+
+@reduction
+def r2_tl007_inplace_after_norm_ok() -> str:
+    """GroupNorm -> ReLU(inplace=True), and `x = bn(x); x += temp` with BatchNorm2d(affine=False): norms save their input."""
+    torch.manual_seed(0)
+    block = nn.Sequential(nn.Conv2d(1, 8, 3, padding=1), nn.GroupNorm(2, 8), nn.ReLU(inplace=True))
+    first = _outcome(lambda: block(torch.randn(1, 1, 6, 6)).sum().backward())
+    bn, conv = nn.BatchNorm2d(4, affine=False), nn.Conv2d(2, 4, 1)
+    x = bn(conv(torch.randn(2, 2, 3, 3)))
+    x += conv(torch.randn(2, 2, 3, 3))
+    second = _outcome(lambda: bn(x).sum().backward())
+    return f"GroupNorm+ReLU(inplace): {first}; BatchNorm output += shortcut: {second}"
+
+
 def main(argv: list[str]) -> int:
     out_json = None
     if argv[:1] == ["--json"]:
