@@ -623,6 +623,65 @@ def r2_tl007_inplace_after_norm_ok() -> str:
     return f"GroupNorm+ReLU(inplace): {first}; BatchNorm output += shortcut: {second}"
 
 
+@reduction
+def r2_tl001_parameter_rewrapped_ok() -> str:
+    """IRAT's PopArt copy: `self.weight = nn.Parameter(self.weight * old / new).to(**tpdv)` under no_grad."""
+    class Head(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.weight = nn.Parameter(torch.randn(2, 3))
+
+        @torch.no_grad()
+        def rescale(self, old, new):
+            self.weight = nn.Parameter(self.weight * old / new).to(dtype=torch.float32, device="cpu")
+
+    head = Head()
+    outcome = _outcome(lambda: head.rescale(torch.ones(2, 1), torch.full((2, 1), 2.0)))
+    w = head.weight
+    return (f"rebinding: {outcome}; weight is a Parameter: {isinstance(w, nn.Parameter)}, leaf: {w.is_leaf}, "
+            f"requires_grad: {w.requires_grad}, registered: {[n for n, _ in head.named_parameters()]}")
+
+
+@reduction
+def r2_tl006_float_literal_ok() -> str:
+    """`torch.tensor(1., requires_grad=True)` (the float literal of pull request #128) against `torch.tensor(1, ...)`."""
+    x = torch.tensor(1.0, requires_grad=True)
+    w = torch.tensor(2.0, requires_grad=True)
+    (w * x + 3).backward()
+    return f"float: x.grad={x.grad.item()}, w.grad={w.grad.item()}; int literal: {_outcome(lambda: torch.tensor(1, requires_grad=True))}"
+
+
+@reduction
+def r2_tl004_param_grad_read_ok() -> str:
+    """`linear.weight.grad` after `loss.backward()`: a parameter is a leaf, its grad is filled."""
+    torch.manual_seed(0)
+    linear = nn.Linear(3, 2)
+    F.mse_loss(linear(torch.randn(10, 3)), torch.randn(10, 2)).backward()
+    return f"weight.is_leaf={linear.weight.is_leaf}, grad shape {tuple(linear.weight.grad.shape)}; from_numpy(int).numpy(): {_outcome(lambda: torch.from_numpy(np.array([[1, 2], [3, 4]])).numpy().dtype)}"
+
+
+@reduction
+def r2_tl006_parameter_of_byte_mask() -> str:
+    """`Parameter(torch.from_numpy(mask).byte())`: nn.Parameter defaults to requires_grad=True."""
+    mask = torch.from_numpy(np.array([[0, 1], [1, 0]], dtype=np.uint8)).byte()
+    bad = _outcome(lambda: nn.Parameter(mask))
+    good = nn.Parameter(mask, requires_grad=False)
+    emb = nn.Parameter(torch.from_numpy(np.ones((2, 3))).float())
+    return f"Parameter(byte mask): {bad}; with requires_grad=False: dtype {good.dtype}; float glove Parameter: requires_grad={emb.requires_grad}"
+
+
+@reduction
+def r2_tl007_masked_fill_on_linear_output_ok() -> str:
+    """`h = linear(x).view(...); h.masked_fill_(mask, -1e8); softmax(h)`: linear does not save its output."""
+    torch.manual_seed(0)
+    lin = nn.Linear(4, 1)
+    x = torch.randn(6, 4, requires_grad=True)
+    h = lin(x).view(-1, 3)
+    h.masked_fill_(torch.tensor([[False, True, False], [True, False, False]]), -1e8)
+    out = F.softmax(h, dim=1)
+    return f"backward: {_outcome(lambda: out[:, 0].sum().backward())}; x.grad is set: {x.grad is not None}"
+
+
 def main(argv: list[str]) -> int:
     out_json = None
     if argv[:1] == ["--json"]:
