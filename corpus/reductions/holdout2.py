@@ -19,6 +19,7 @@ from collections.abc import Callable
 import numpy as np
 import torch
 import torch.nn.functional as F
+from holdout import _mlp, _regression  # the same seeded data and model as round 1
 from measure import _outcome
 from torch import nn
 
@@ -29,17 +30,6 @@ DEVICE = "meta"  # stands in for a GPU
 def reduction(function: Callable[[], str]) -> Callable[[], str]:
     REDUCTIONS[function.__name__] = function
     return function
-
-
-def _regression() -> tuple[torch.Tensor, torch.Tensor]:
-    torch.manual_seed(0)
-    x = torch.randn(16, 2)
-    return x, x @ torch.tensor([[2.0], [-3.0]]) + 1.0
-
-
-def _mlp() -> nn.Module:
-    torch.manual_seed(0)
-    return nn.Sequential(nn.Linear(2, 8), nn.ReLU(), nn.Linear(8, 1))
 
 
 def _classification(classes: int = 4) -> tuple[torch.Tensor, torch.Tensor]:
