@@ -74,3 +74,99 @@ def _descendants(node: cst.CSTNode) -> list[cst.CSTNode]:
 
     node.visit(Collect())
     return found
+
+
+# ---------------------------------------------------------------- TensorIdentities
+def _identities(source: str) -> list[tuple[object, frozenset[int], dict[int, str]]]:
+    """For each ``probe(x)``: (the tensor ``x`` is, the saving ops its value came from, the
+    source of each op by id), with ``sigmoid()`` calls as the saving ops and ``append`` as a
+    store -- the way an owner rule (TL007) keeps the identities as it visits."""
+    from torchlint.analysis import Analyzer
+    from torchlint.analysis.tensor_identity import TensorIdentities
+    from torchlint.rule import Rule, RuleOptions
+
+    module = cst.parse_module(textwrap.dedent(source))
+    analyzer = Analyzer(module, module.code)
+    found: list[tuple[object, frozenset[int], dict[int, str]]] = []
+    ops: dict[int, str] = {}
+
+    class Owner(Rule):
+        code, name, summary = "TL999", "probe", "probe"
+
+        def __init__(self, *args: object) -> None:
+            super().__init__(*args)  # type: ignore[arg-type]
+            self.ids = TensorIdentities(self.ctx)
+
+        def leave_Assign(self, node: cst.Assign) -> None:
+            deps = self.ids.deps_of(node.value)
+            self.ids.note_alias(node.value)
+            for target in node.targets:
+                self.ids.bind(target.target, node.value, deps)
+
+        def leave_Call(self, node: cst.Call) -> None:
+            func = node.func
+            if isinstance(func, cst.Attribute) and func.attr.value == "sigmoid":
+                self.ids.note_saving(node)
+                ops[id(node)] = module.code_for_node(node)
+            elif isinstance(func, cst.Attribute) and func.attr.value == "append":
+                self.ids.add_deps(self.ids.holder(func.value), self.ids.deps_of(node))
+            elif isinstance(func, cst.Name) and func.value == "probe":
+                value = node.args[0].value
+                found.append((self.ids.resolve(value)[0], self.ids.deps_of(value), ops))
+
+    analyzer.attach([Owner(analyzer, [], RuleOptions())])
+    analyzer.run()
+    return found
+
+
+def test_views_and_inplace_results_are_their_base() -> None:
+    probes = _identities(
+        """
+        import torch
+        x = torch.randn(3, requires_grad=True) * 2
+        y = x.view(3)
+        z = y.t()[0:2]
+        w = z.mul_(2)
+        c = x.clone()
+        a = x[torch.tensor([0])]
+        probe(x); probe(y); probe(z); probe(w); probe(c); probe(a)
+        """
+    )
+    x, y, z, w, c, a = (identity for identity, _, _ in probes)
+    assert x is not None and x == y == z == w
+    assert c not in (None, x)  # a copy: its own version counter
+    assert a not in (None, x)  # advanced indexing copies
+
+
+def test_graph_ancestry_follows_names_ops_and_stores() -> None:
+    probes = _identities(
+        """
+        import torch
+        w = torch.randn(3, requires_grad=True)
+        h = w.sigmoid()
+        out = (h * 3).sum()
+        plain = w * 3
+        losses = []
+        losses.append(out)
+        g = plain.sigmoid()
+        probe(out); probe(plain); probe(losses); probe(g)
+        """
+    )
+    (_, out, ops), (_, plain, _), (_, losses, _), (_, g, _) = probes
+    assert [ops[op] for op in out] == ["w.sigmoid()"]
+    assert plain == frozenset()  # computed from no saving op
+    assert losses == out  # what was appended
+    assert [ops[op] for op in g] == ["plain.sigmoid()"]
+
+
+def test_tuple_targets_get_each_value() -> None:
+    probes = _identities(
+        """
+        import torch
+        w = torch.randn(3, requires_grad=True)
+        a, b = w.sigmoid(), w * 2
+        probe(a); probe(b)
+        """
+    )
+    (_, a, ops), (_, b, _) = probes
+    assert [ops[op] for op in a] == ["w.sigmoid()"] and b == frozenset()

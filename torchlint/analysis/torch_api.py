@@ -86,6 +86,19 @@ AUGMENTED_OPERATOR_OPS: dict[str, str] = {f"{name}Assign": op for name, op in OP
 # Methods ending in "_" that do not mutate tensor data (fine on a leaf).
 NON_MUTATING_UNDERSCORE = frozenset({"requires_grad_", "share_memory_", "detach_", "retain_grad_", "pin_memory_"})
 
+
+def is_inplace_method(name: str) -> bool:
+    """``mul_``, ``clamp_``, ``copy_``: a tensor method that changes its receiver's data."""
+    return name.endswith("_") and not name.startswith("__") and name not in NON_MUTATING_UNDERSCORE
+
+
+# Ops returning a view of their receiver: it shares the receiver's version counter.
+VIEW_METHODS = frozenset(
+    {"view", "view_as", "t", "transpose", "permute", "squeeze", "unsqueeze", "expand", "expand_as", "narrow",
+     "select", "diagonal", "detach", "swapaxes", "swapdims", "movedim", "unflatten", "as_strided"}
+)
+VIEW_ATTRIBUTES = frozenset({"T", "mT", "H", "mH"})
+
 # Methods returning a non-tensor Python value (the graph is gone).
 SCALAR_METHODS = frozenset({"item", "tolist", "numpy", "__float__", "__int__"})
 
