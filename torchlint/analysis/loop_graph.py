@@ -468,10 +468,8 @@ class _LoopInterpreter:
             result = S_LEAF if "assumed-leaf" not in value.tags else S_UNKNOWN
         elif value.kind in (Kind.PLAIN, Kind.NUMBER):
             result = S_NONE
-        elif value.kind is Kind.MODULE and value.cls is None and isinstance(value.origin, cst.Call):
-            qualified = self.ctx.qualify(value.origin.func) or ""
-            if qualified.startswith("torch.nn.") and qualified.count(".") == 2:
-                result = _Sym(MODULE, module=qualified.rsplit(".", 1)[-1])
+        elif value.kind is Kind.MODULE and (built := self.ctx.builtin_module(value)) is not None:
+            result = _Sym(MODULE, module=built[0])
         elif value.kind is Kind.NONLEAF and isinstance(value.origin, cst.BaseExpression) and depth < _MAX_PRELOOP_DEPTH:
             result = self._eval(_Run(0, {}, depth + 1), value.origin, volatile, True)
             if result.kind != GRAD:

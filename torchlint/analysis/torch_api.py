@@ -92,6 +92,18 @@ def is_inplace_method(name: str) -> bool:
     return name.endswith("_") and not name.startswith("__") and name not in NON_MUTATING_UNDERSCORE
 
 
+# In-place methods with an out-of-place twin of the same name without the underscore
+# (tests/test_saved_tensors.py checks each against torch).
+OUT_OF_PLACE_TWINS = frozenset(
+    "add sub mul div clamp clamp_min clamp_max clip relu sigmoid tanh exp exp2 expm1 log log1p log2 log10 neg "
+    "abs pow sqrt rsqrt reciprocal square sin cos tan masked_fill masked_scatter index_fill index_add index_copy "
+    "scatter scatter_add addcmul addcdiv lerp floor ceil round trunc frac sign erf logit nan_to_num true_divide "
+    "floor_divide remainder fmod subtract multiply divide".split()
+)
+# torch.NAME_(x) functions with an out-of-place torch.NAME (checked against torch by the tests).
+TORCH_INPLACE_FUNCTIONS = frozenset("sigmoid relu tanh exp sqrt rsqrt reciprocal tan exp2 expm1 clamp".split())
+# Namespaces whose functions are the table's ``torch.NAME`` / ``F.NAME`` spellings.
+OP_NAMESPACES = frozenset({"torch", "torch.nn.functional", "torch.special", "torch.linalg"})
 # Ops returning a view of their receiver: it shares the receiver's version counter.
 VIEW_METHODS = frozenset(
     {"view", "view_as", "t", "transpose", "permute", "squeeze", "unsqueeze", "expand", "expand_as", "narrow",

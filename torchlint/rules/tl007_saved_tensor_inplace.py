@@ -33,7 +33,10 @@ from torchlint.analysis.module_graph import Forward, related
 from torchlint.analysis.scopes import CALLED_WITH_GRAD_BY_FRAMEWORK
 from torchlint.analysis.tensor_identity import NO_DEPS, Identity, TensorIdentities
 from torchlint.analysis.torch_api import (
+    OP_NAMESPACES,
+    OUT_OF_PLACE_TWINS,
     STORING_METHODS,
+    TORCH_INPLACE_FUNCTIONS,
     is_inplace_method,
 )
 from torchlint.analysis.flow import Flow
@@ -52,8 +55,6 @@ from torchlint.saved_tensors import (
 
 M4 = "one of the variables needed for gradient computation has been modified by an inplace operation"
 
-# Namespaces whose functions are the table's ``torch.NAME`` / ``F.NAME`` spellings.
-_OP_NAMESPACES = frozenset({"torch", "torch.nn.functional", "torch.special", "torch.linalg"})
 _BINARY_SAVES = frozenset({OTHER_OPERAND, DIVISOR, OPERANDS})
 _OPERATORS: dict[type[cst.BaseBinaryOp], str] = {
     cst.Multiply: "mul",
@@ -71,16 +72,6 @@ _AUG_TO_BINARY: dict[type[cst.BaseAugOp], type[cst.BaseBinaryOp]] = {
     cst.FloorDivideAssign: cst.FloorDivide,
     cst.ModuloAssign: cst.Modulo,
 }
-# In-place methods with an out-of-place twin of the same name without the underscore
-# (tests/test_saved_tensors.py checks each against torch).
-OUT_OF_PLACE_TWINS = frozenset(
-    "add sub mul div clamp clamp_min clamp_max clip relu sigmoid tanh exp exp2 expm1 log log1p log2 log10 neg "
-    "abs pow sqrt rsqrt reciprocal square sin cos tan masked_fill masked_scatter index_fill index_add index_copy "
-    "scatter scatter_add addcmul addcdiv lerp floor ceil round trunc frac sign erf logit nan_to_num true_divide "
-    "floor_divide remainder fmod subtract multiply divide".split()
-)
-# torch.NAME_(x) functions with an out-of-place torch.NAME (checked against torch by the tests).
-TORCH_INPLACE_FUNCTIONS = frozenset("sigmoid relu tanh exp sqrt rsqrt reciprocal tan exp2 expm1 clamp".split())
 
 
 _NO_FORWARDS: frozenset[Forward] = frozenset()
@@ -266,7 +257,7 @@ class SavedTensorInplace(Rule):
         func = node.func
         if qualified is not None:
             namespace, _, name = qualified.rpartition(".")
-            if namespace not in _OP_NAMESPACES:
+            if namespace not in OP_NAMESPACES:
                 return None, []
             operands = args
         elif isinstance(func, cst.Attribute) and self.ctx.value_of(func.value).is_tensor:
@@ -293,14 +284,8 @@ class SavedTensorInplace(Rule):
         """(the built-in nn module's name, its constructor call) when ``node`` calls one."""
         if self.ctx.qualify(node.func) is not None:
             return None, None
-        module = self.ctx.value_of(node.func)
-        origin = module.origin
-        if module.kind is not Kind.MODULE or module.cls is not None or not isinstance(origin, cst.Call):
-            return None, None
-        qualified = self.ctx.qualify(origin.func) or ""
-        if not qualified.startswith("torch.nn.") or qualified.count(".") != 2:
-            return None, None
-        return qualified.rsplit(".", 1)[-1], origin
+        found = self.ctx.builtin_module(self.ctx.value_of(node.func))
+        return found if found is not None else (None, None)
 
     # ------------------------------------------------------------ calls
     def leave_Call(self, node: cst.Call) -> None:
@@ -364,7 +349,7 @@ class SavedTensorInplace(Rule):
             namespace, _, name = qualified.rpartition(".")
             if name.endswith("_") and not name.startswith("__") and args:
                 self._changed(args[0], node, f"`{name}()`", self._torch_function_fix(node, namespace, name))
-                if namespace in _OP_NAMESPACES:
+                if namespace in OP_NAMESPACES:
                     effect = self._table.inplace_effect(name[:-1])
                     saves_output = effect == OUTPUT or (effect is None and self._table.op(name[:-1]) == OUTPUT)
                     self._inplace_result(node, args[0], saves_output)
@@ -740,4 +725,4 @@ def _short(source: str, limit: int = 40) -> str:
     return source if len(source) <= limit else source[: limit - 3] + "..."
 
 
-__all__ = ["OUT_OF_PLACE_TWINS", "SavedTensorInplace", "TORCH_INPLACE_FUNCTIONS"]
+__all__ = ["SavedTensorInplace"]
