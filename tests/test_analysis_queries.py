@@ -170,3 +170,44 @@ def test_tuple_targets_get_each_value() -> None:
     )
     (_, a, ops), (_, b, _) = probes
     assert [ops[op] for op in a] == ["w.sigmoid()"] and b == frozenset()
+
+
+# ---------------------------------------------------------------- Analyzer.builtin_module
+def _builtin_modules(source: str) -> list[tuple[str, str] | None]:
+    """``ctx.builtin_module`` of each ``probe(x)``'s value: (class name, constructor source)."""
+    from torchlint.analysis import Analyzer
+    from torchlint.rule import Rule, RuleOptions
+
+    module = cst.parse_module(textwrap.dedent(source))
+    analyzer = Analyzer(module, module.code)
+    found: list[tuple[str, str] | None] = []
+
+    class Probe(Rule):
+        code, name, summary = "TL999", "probe", "probe"
+
+        def visit_Call(self, node: cst.Call) -> None:
+            if isinstance(node.func, cst.Name) and node.func.value == "probe":
+                built = self.ctx.builtin_module(self.ctx.value_of(node.args[0].value))
+                found.append(None if built is None else (built[0], module.code_for_node(built[1])))
+
+    analyzer.attach([Probe(analyzer, [], RuleOptions())])
+    analyzer.run()
+    return found
+
+
+def test_builtin_module_names_the_torch_nn_class_and_its_constructor() -> None:
+    assert _builtin_modules(
+        """
+        import torch
+        from torch import nn
+
+        class Net(nn.Module):
+            pass
+
+        act = nn.ReLU(inplace=True)
+        lstm = torch.nn.LSTM(3, 4)
+        mine = Net()
+        t = torch.randn(3)
+        probe(act); probe(lstm); probe(mine); probe(t)
+        """
+    ) == [("ReLU", "nn.ReLU(inplace=True)"), ("LSTM", "torch.nn.LSTM(3, 4)"), None, None]
