@@ -211,3 +211,49 @@ def test_builtin_module_names_the_torch_nn_class_and_its_constructor() -> None:
         probe(act); probe(lstm); probe(mine); probe(t)
         """
     ) == [("ReLU", "nn.ReLU(inplace=True)"), ("LSTM", "torch.nn.LSTM(3, 4)"), None, None]
+
+
+# ---------------------------------------------------------------- ctx.loop_graph: modules on objects
+def _freed_reached(source: str) -> list[list[str]]:
+    """For each loop: the sources of the nodes its second iteration's backward() reaches after
+    the first one freed them."""
+    from torchlint.analysis import Analyzer
+    from torchlint.rule import Rule, RuleOptions
+
+    module = cst.parse_module(textwrap.dedent(source))
+    analyzer = Analyzer(module, module.code)
+    found: list[list[str]] = []
+
+    class Probe(Rule):
+        code, name, summary = "TL999", "probe", "probe"
+
+        def visit_For(self, node: cst.For) -> None:
+            graph = self.ctx.loop_graph(node)
+            hits = graph.freed_reached() if graph is not None else []
+            found.append(sorted(module.code_for_node(graph.expressions[n.expr]) for _, hit in hits for n in hit))
+
+    analyzer.attach([Probe(analyzer, [], RuleOptions())])
+    analyzer.run()
+    return found
+
+
+def test_loop_graph_follows_modules_kept_on_objects() -> None:
+    assert _freed_reached(
+        """
+        import torch
+        import torch.nn as nn
+
+        class Holder:
+            def __init__(self):
+                self.encoder = nn.Linear(3, 2)
+                self.act = nn.Tanh()
+
+        net = Holder()
+        x = torch.randn(4, 3)
+        features = net.act(net.encoder(x))
+        for step in range(3):
+            features.sum().backward()
+        for step in range(3):
+            net.act(net.encoder(x)).sum().backward()
+        """
+    ) == [["net.act(net.encoder(x))", "net.encoder(x)"], []]

@@ -374,6 +374,9 @@ class _LoopInterpreter:
             method = func.attr.value
             receiver_key = dotted_name(func.value)
             receiver = self._eval(run, func.value, volatile, grad)
+            stored = self._module_attribute(run, func, volatile) if receiver.kind == UNKNOWN else None
+            if stored is not None:  # `self.G(x)`: a module kept on an object
+                return self._module_call(call, stored, args, grad, run.iteration)
             if receiver.kind == MODULE:
                 if method == "forward":
                     return self._module_call(call, receiver, args, grad, run.iteration)
@@ -402,6 +405,19 @@ class _LoopInterpreter:
             return S_NONE
         self._unknown_call_effects(run, call)
         return S_UNKNOWN
+
+    def _module_attribute(self, run: _Run, func: cst.Attribute, volatile: set[str]) -> _Sym | None:
+        """``self.G`` of ``self.G(x)`` when it holds a module (None: not known to)."""
+        key = dotted_name(func)
+        if key is None:
+            return None
+        if key in run.env:
+            value = run.env[key]
+        elif self.ctx.value_of(func).kind is Kind.MODULE:
+            value = self._pre(key, volatile, run.depth)
+        else:
+            return None
+        return value if value.kind == MODULE else None
 
     def _unknown_call_effects(self, run: _Run, call: cst.Call) -> None:
         """Code we cannot see may change (``detach_()``) what it is handed."""
