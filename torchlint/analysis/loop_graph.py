@@ -401,7 +401,7 @@ class _LoopInterpreter:
         callee = self._eval(run, func, volatile, grad)
         if callee.kind == MODULE:
             return self._module_call(call, callee, args, grad, run.iteration)
-        if isinstance(func, cst.Name) and func.value in ("float", "int", "len", "bool", "print", "range"):
+        if isinstance(func, cst.Name) and func.value in api.GRAPH_FREE_RESULT_BUILTINS:
             return S_NONE
         self._unknown_call_effects(run, call)
         return S_UNKNOWN

@@ -367,6 +367,8 @@ APPEND_METHODS = frozenset({"append"})
 # ---------------------------------------------------------------- graphs (TL010)
 # Tensor methods whose result has no graph, whatever the receiver.
 GRAPH_FREE_RESULT_METHODS = DETACHING_METHODS | SCALAR_METHODS | METADATA_METHODS | NON_DIFFERENTIABLE
+# Builtins whose result carries no graph (a Python number, a length, a range, None).
+GRAPH_FREE_RESULT_BUILTINS = frozenset({"float", "int", "len", "bool", "print", "range"})
 # Conversions whose result hangs off the receiver's graph (``t.type()`` without arguments is a string).
 GRAPH_CONVERSION_METHODS = CONVERSION_METHODS - {"type"}
 # Methods that do not change their arguments or receiver in place (tensor conversions and
