@@ -313,13 +313,7 @@ class ValueFlow:
         if depth > 6:  # name hops
             return set()
         if isinstance(expr, cst.Name):
-            found = {expr.value}
-            site = self._binding_before(expr.value, expr)
-            if isinstance(site, cst.Assign) and len(site.targets) == 1 and isinstance(site.targets[0].target, cst.Name):
-                found |= self.terms(site.value, depth + 1)
-            elif isinstance(site, cst.AugAssign) and type(site.operator) in (cst.AddAssign, cst.SubtractAssign):
-                found |= self.terms(site.target, depth + 1) | self.terms(site.value, depth + 1)
-            return found
+            return {expr.value} | self._terms_bound(expr.value, self._binding_before(expr.value, expr), depth + 1)
         if isinstance(expr, cst.UnaryOperation) and type(expr.operator) is cst.Minus:
             return self.terms(expr.expression, depth)
         if isinstance(expr, cst.BinaryOperation):
@@ -335,6 +329,18 @@ class ValueFlow:
                 if self._is_weight(expr.right):
                     found |= self.terms(expr.left, depth)
                 return found
+        return set()
+
+    def _terms_bound(self, key: str, site: cst.CSTNode | None, depth: int) -> set[str]:
+        """The terms of what the binding ``site`` of ``key`` gives it (``loss = a + b``; ``loss += c``:
+        ``c`` and the terms of the binding before it)."""
+        if depth > 6:
+            return set()
+        if isinstance(site, cst.Assign) and len(site.targets) == 1 and isinstance(site.targets[0].target, cst.Name):
+            return self.terms(site.value, depth)
+        if isinstance(site, cst.AugAssign) and type(site.operator) in (cst.AddAssign, cst.SubtractAssign):
+            # (the binding before the statement: its own target comes after it in the order)
+            return self._terms_bound(key, self._binding_before(key, site), depth + 1) | self.terms(site.value, depth)
         return set()
 
     def _binding_before(self, key: str, reference: cst.CSTNode) -> cst.CSTNode | None:
