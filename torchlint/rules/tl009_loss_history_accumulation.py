@@ -177,7 +177,7 @@ class LossHistoryAccumulation(Rule):
         """``meter.update(loss, n)``: a method of a class of this file or a sibling file that adds
         its argument to a sum the instance keeps (``analysis.accumulators``)."""
         accumulator = dotted_name(func.value)
-        if accumulator is None:
+        if accumulator is None or self.ctx.qualify(func) is not None:  # (`torch.cat(...)`, `np.mean(...)`)
             return
         method = self.ctx.method_definition(node)
         if method is None:
