@@ -331,6 +331,18 @@ class ValueFlow:
                 return found
         return set()
 
+    def parent(self, node: cst.CSTNode) -> cst.CSTNode | None:
+        """The node ``node`` (in the region) sits in."""
+        return self._parents.get(id(node))
+
+    def references_of(self, key: str) -> list[cst.CSTNode]:
+        """The nodes in the region that read or write the name (or ``self.x`` key) ``key``."""
+        return self._references_of(key)
+
+    def binding_before(self, key: str, reference: cst.CSTNode) -> cst.CSTNode | None:
+        """The binding site of the name ``key`` that comes last before ``reference``."""
+        return self._binding_before(key, reference)
+
     def _terms_bound(self, key: str, site: cst.CSTNode | None, depth: int) -> set[str]:
         """The terms of what the binding ``site`` of ``key`` gives it (``loss = a + b``; ``loss += c``:
         ``c`` and the terms of the binding before it)."""

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import libcst as cst
 
 from torchlint import fixes
 from torchlint.analysis import Kind, Value
 from torchlint.analysis import torch_api as api
+from torchlint.analysis.histories import holds_graph_carrying_losses
 from torchlint.analysis.uses import Sink
 from torchlint.analysis.values import ASSUMED_TAGS
 from torchlint.rule import Fix, FixSafety, Rule
@@ -31,6 +34,33 @@ class NumpyOfGradTensor(Rule):
             self._check_conversion(node, qualified, lists_only=False)
         elif qualified in api.NUMPY_LIST_CONVERSIONS:
             self._check_conversion(node, qualified, lists_only=True)
+        elif type(func) is cst.Attribute and func.attr.value in api.AXES_PLOTTING_METHODS and self._is_axes(func.value):
+            self._check_conversion(node, f"Axes.{func.attr.value}", lists_only=False)
+
+    def _is_axes(self, expr: cst.BaseExpression) -> bool:
+        """``ax`` / ``axs[0, 1]`` where every binding of the name is ``plt.subplots(...)`` (or
+        ``plt.gca()`` ..., ``fig.add_subplot(...)`` of a figure of ``plt.figure()``)."""
+        while type(expr) is cst.Subscript:
+            expr = expr.value  # type: ignore[attr-defined]
+        return type(expr) is cst.Name and self._bound_only_to(expr.value, self._makes_axes)
+
+    def _bound_only_to(self, name: str, makes: Callable[[cst.Call], bool]) -> bool:
+        sites = self.ctx.scope_bindings().of(name).sites
+        return bool(sites) and all(
+            type(site) is cst.Assign and type(site.value) is cst.Call and makes(site.value) for site in sites
+        )
+
+    def _makes_axes(self, call: cst.Call) -> bool:
+        func = call.func
+        if self.ctx.qualify(func) in api.AXES_FACTORIES:
+            return True
+        if type(func) is not cst.Attribute or func.attr.value not in api.FIGURE_AXES_METHODS:
+            return False
+        figure = func.value
+        if type(figure) is cst.Call:
+            return self.ctx.qualify(figure.func) in api.FIGURE_FACTORIES
+        return type(figure) is cst.Name and self._bound_only_to(
+            figure.value, lambda made: self.ctx.qualify(made.func) in api.FIGURE_FACTORIES)
 
     def _check_numpy_method(self, node: cst.Call, func: cst.Attribute) -> None:
         receiver = func.value
@@ -56,11 +86,14 @@ class NumpyOfGradTensor(Rule):
             if lists_only and value.kind is Kind.COLLECTION and self._result_backpropagated(node, value):
                 self._report_backpropagated_reduction(node, qualified)
                 return
-            if not value.carries_grad or _assumed(value) or (lists_only and value.is_tensor):
+            if value.kind is Kind.COLLECTION and not value.carries_grad and self._graph_history(arg.value):
+                condition: Callable[[], bool] | None = None  # (a backward() went through them)
+            elif not value.carries_grad or _assumed(value) or (lists_only and value.is_tensor):
                 continue
-            condition = self.ctx.requires_grad_when_run(value)
-            if condition is None:
-                continue
+            else:
+                condition = self.ctx.requires_grad_when_run(value)
+                if condition is None:
+                    continue
             name = fixes.source_of(arg.value)
             function = qualified.rsplit(".", 1)[-1]
             fix: Fix | None = None
@@ -78,6 +111,14 @@ class NumpyOfGradTensor(Rule):
                 when=condition,
             )
             return
+
+    def _graph_history(self, expr: cst.BaseExpression) -> bool:
+        """A list of backpropagated losses, or of epoch sums of them (``analysis.histories``)."""
+        if type(expr) is not cst.Name:
+            return False
+        function = self.ctx.function
+        region = function.node if function is not None else self.ctx.module
+        return holds_graph_carrying_losses(self.ctx, region, expr.value)
 
     def _result_backpropagated(self, node: cst.Call, collection: Value) -> bool:
         """``loss = np.sum([criterion(out[j], y) for j in ...]); loss.backward()``: the result
