@@ -157,3 +157,14 @@ def test_histories_without_graphs_are_silent(name: str, monkeypatch: pytest.Monk
     source = PRELUDE + FINE[name]
     assert _run(source, monkeypatch) == "ok"
     assert not _lines(source)
+
+
+def test_backward_of_another_framework_is_no_torch_graph() -> None:
+    """micrograd-like values have a ``backward()`` too: without torch, no M6 is claimed."""
+    body = (
+        "import matplotlib.pyplot as plt\nfrom micrograd.nn import MLP\n\nmodel = MLP(3, [4, 1])\nlosses = []\n"
+        "for step in range(3):\n    loss = model([1.0, 2.0, 3.0])\n    loss.backward()\n    losses.append(loss)\n"
+        "plt.plot(losses)\n"
+    )
+    assert not _lines(body)
+    assert _lines("import torch\n" + body) == {11}

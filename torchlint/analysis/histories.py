@@ -30,9 +30,15 @@ MAX_LEVELS = 3
 
 def holds_graph_carrying_losses(ctx: Analyzer, region: cst.CSTNode, key: str, level: int = 0) -> bool:
     """Every value appended to the list ``key`` (a name bound in ``region``) carries a graph."""
+    if not _imports_torch(ctx):
+        return False  # a `backward()` of another framework's values (micrograd-like)
     flow = ctx.value_flow(region)
     appended = _appended(flow, key)
     return bool(appended) and all(_carries_graph(ctx, flow, region, value, level) for value in appended)
+
+
+def _imports_torch(ctx: Analyzer) -> bool:
+    return any(full == "torch" or full.startswith("torch.") for full in ctx.imports.aliases.values())
 
 
 def _appended(flow: ValueFlow, key: str) -> list[cst.BaseExpression]:
