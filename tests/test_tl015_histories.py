@@ -13,14 +13,13 @@ import types
 
 import pytest
 
+from tests.test_tl009_escapes import M6
 from torchlint.engine import lint_source
 from torchlint.rules import rule_by_code
 
 torch = pytest.importorskip("torch")
 np = pytest.importorskip("numpy")
 pytestmark = pytest.mark.torch
-
-M6 = "Can't call numpy() on Tensor that requires grad"
 
 PRELUDE = """\
 import matplotlib.pyplot as plt
