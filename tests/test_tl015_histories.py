@@ -14,7 +14,7 @@ import types
 import pytest
 
 from tests.test_tl009_escapes import M6
-from torchlint.engine import lint_source
+from torchlint.engine import fix_source, lint_source
 from torchlint.rules import rule_by_code
 
 torch = pytest.importorskip("torch")
@@ -167,3 +167,20 @@ def test_backward_of_another_framework_is_no_torch_graph() -> None:
     )
     assert not _lines(body)
     assert _lines("import torch\n" + body) == {11}
+
+
+def test_history_plotted_on_axes_is_a_tl009_finding_and_its_fix_runs(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``ax.plot(val_losses)`` converts with numpy (M6): the history of validation losses computed
+    with grad is no longer an escape the caller may backpropagate, and fixing the append runs."""
+    source = PRELUDE + (
+        "model = nn.Linear(3, 1)\nval_losses = []\nfor xb, yb in loader:\n"
+        "    val_losses.append(crit(model(xb), yb))  # TL009\n"
+        "fig, axs = plt.subplots(1, 2)\naxs[1].plot(val_losses)  # TL015\n"
+    )
+    assert _run(source, monkeypatch) == "M6"
+    tl009 = lint_source(source, [rule_by_code("TL009")]).findings
+    marked = {number for number, line in enumerate(source.splitlines(), 1) if line.endswith("# TL009")}
+    assert {f.line for f in tl009} == marked and "raises" in tl009[0].message
+    assert _lines(source) == _marked(source)
+    fixed = fix_source(source, [rule_by_code("TL009")], unsafe=True).source
+    assert _run(fixed, monkeypatch) == "ok"

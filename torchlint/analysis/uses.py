@@ -30,12 +30,14 @@ import libcst as cst
 from torchlint.analysis import torch_api as api
 from torchlint.analysis.events import EventKind
 from torchlint.analysis.names import dotted_name
+from torchlint.analysis.plots import plots_on_axes
 from torchlint.analysis.values import Kind
 from torchlint.analysis.walk import children, scan
 from torchlint.saved_tensors import saved_tensor_table
 
 if TYPE_CHECKING:
     from torchlint.analysis.analyzer import Analyzer
+    from torchlint.analysis.bindings import BindingTable
 
 
 class Sink(enum.Enum):
@@ -572,7 +574,13 @@ class ValueFlow:
                 return _Step(Sink.NUMBER)
             if method in api.FORMATTING_METHODS:
                 return _Step(Sink.NUMBER)
+            if method in api.AXES_PLOTTING_METHODS and plots_on_axes(self.ctx, call, self._binding_table()):
+                return _Step(Sink.NUMPY)  # `ax.plot(history)`
         return _Step(up=call, unknown_call=True)
+
+    def _binding_table(self) -> BindingTable:
+        region = self.region
+        return self.ctx.binding_table(region.body if isinstance(region, cst.FunctionDef) else region)
 
     def _assignment_step(self, statement: cst.CSTNode, child: cst.CSTNode) -> _Step:
         if isinstance(statement, cst.Assign):

@@ -10,6 +10,7 @@ from torchlint import fixes
 from torchlint.analysis import Kind, Value
 from torchlint.analysis import torch_api as api
 from torchlint.analysis.histories import holds_graph_carrying_losses
+from torchlint.analysis.plots import plots_on_axes
 from torchlint.analysis.uses import Sink
 from torchlint.analysis.values import ASSUMED_TAGS
 from torchlint.rule import Fix, FixSafety, Rule
@@ -34,33 +35,8 @@ class NumpyOfGradTensor(Rule):
             self._check_conversion(node, qualified, lists_only=False)
         elif qualified in api.NUMPY_LIST_CONVERSIONS:
             self._check_conversion(node, qualified, lists_only=True)
-        elif type(func) is cst.Attribute and func.attr.value in api.AXES_PLOTTING_METHODS and self._is_axes(func.value):
-            self._check_conversion(node, f"Axes.{func.attr.value}", lists_only=False)
-
-    def _is_axes(self, expr: cst.BaseExpression) -> bool:
-        """``ax`` / ``axs[0, 1]`` where every binding of the name is ``plt.subplots(...)`` (or
-        ``plt.gca()`` ..., ``fig.add_subplot(...)`` of a figure of ``plt.figure()``)."""
-        while type(expr) is cst.Subscript:
-            expr = expr.value  # type: ignore[attr-defined]
-        return type(expr) is cst.Name and self._bound_only_to(expr.value, self._makes_axes)
-
-    def _bound_only_to(self, name: str, makes: Callable[[cst.Call], bool]) -> bool:
-        sites = self.ctx.scope_bindings().of(name).sites
-        return bool(sites) and all(
-            type(site) is cst.Assign and type(site.value) is cst.Call and makes(site.value) for site in sites
-        )
-
-    def _makes_axes(self, call: cst.Call) -> bool:
-        func = call.func
-        if self.ctx.qualify(func) in api.AXES_FACTORIES:
-            return True
-        if type(func) is not cst.Attribute or func.attr.value not in api.FIGURE_AXES_METHODS:
-            return False
-        figure = func.value
-        if type(figure) is cst.Call:
-            return self.ctx.qualify(figure.func) in api.FIGURE_FACTORIES
-        return type(figure) is cst.Name and self._bound_only_to(
-            figure.value, lambda made: self.ctx.qualify(made.func) in api.FIGURE_FACTORIES)
+        elif plots_on_axes(self.ctx, node, self.ctx.scope_bindings()):
+            self._check_conversion(node, f"Axes.{func.attr.value}", lists_only=False)  # type: ignore[attr-defined]
 
     def _check_numpy_method(self, node: cst.Call, func: cst.Attribute) -> None:
         receiver = func.value
