@@ -240,6 +240,10 @@ class Analyzer(Dispatch, Functions, BindingState, ControlFlow, GradModes, Evalua
             return Value(Kind.MODULE, node, cls=found.info())
         return Value(Kind.UNKNOWN, node)
 
+    def made_project_objects(self) -> bool:
+        """Some call so far made an object of a sibling file's class or function."""
+        return bool(self._project_makers)
+
     def method_definition(self, call: cst.Call) -> cst.FunctionDef | None:
         """The ``def`` that ``receiver.method(...)`` runs, when the receiver is an instance of a
         class of this file or of a sibling file (``project.py``)."""

@@ -18,6 +18,7 @@ so it only keeps the graphs alive), or when it is handed to numpy or a plotting 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -43,6 +44,7 @@ _FUNCTIONAL_LOSSES = frozenset(
     "soft_margin_loss multilabel_soft_margin_loss cosine_embedding_loss triplet_margin_loss".split()
 )
 M6 = "Can't call numpy() on Tensor that requires grad"
+_METHOD_DEF = re.compile(r"def\s+(\w+)\s*\(\s*self\b")
 # Methods that start an accumulator afresh: a list's ``clear()``, a meter's ``reset()``.
 _RESETS = frozenset({"clear", "reset"})
 
@@ -85,6 +87,7 @@ class LossHistoryAccumulation(Rule):
         super().__init__(*args, **kwargs)  # type: ignore[arg-type]
         self._loops: dict[int, _LoopState] = {}
         self._bindings: dict[tuple[int, str], int] = {}
+        self._methods_defined: frozenset[str] | None = None
 
     # ------------------------------------------------------------ bindings
     def _binding(self, key: str) -> tuple[str, int]:
@@ -169,6 +172,13 @@ class LossHistoryAccumulation(Rule):
         elif node.args and func.attr.value not in api.LIST_METHODS and (self.ctx.loops or self._in_method()):
             self._meter_update(node, func)
 
+    def _may_define(self, method: str) -> bool:
+        """A class of this file defines ``method`` (``def method(self``), or the file made objects
+        of its project's classes (a sibling's class may): the cheap test before resolving the receiver."""
+        if self._methods_defined is None:
+            self._methods_defined = frozenset(_METHOD_DEF.findall(self.ctx.source))
+        return method in self._methods_defined or self.ctx.made_project_objects()
+
     def _in_method(self) -> bool:
         function = self.ctx.function
         return function is not None and function.cls is not None and function.is_method
@@ -176,6 +186,8 @@ class LossHistoryAccumulation(Rule):
     def _meter_update(self, node: cst.Call, func: cst.Attribute) -> None:
         """``meter.update(loss, n)``: a method of a class of this file or a sibling file that adds
         its argument to a sum the instance keeps (``analysis.accumulators``)."""
+        if not self._may_define(func.attr.value):
+            return
         accumulator = dotted_name(func.value)
         if accumulator is None or self.ctx.qualify(func) is not None:  # (`torch.cat(...)`, `np.mean(...)`)
             return
