@@ -240,6 +240,27 @@ class Analyzer(Dispatch, Functions, BindingState, ControlFlow, GradModes, Evalua
             return Value(Kind.MODULE, node, cls=found.info())
         return Value(Kind.UNKNOWN, node)
 
+    def made_project_objects(self) -> bool:
+        """Some call so far made an object of a sibling file's class or function."""
+        return bool(self._project_makers)
+
+    def method_definition(self, call: cst.Call) -> cst.FunctionDef | None:
+        """The ``def`` that ``receiver.method(...)`` runs, when the receiver is an instance of a
+        class of this file or of a sibling file (``project.py``)."""
+        func = call.func
+        if type(func) is not cst.Attribute:
+            return None
+        receiver = self.value_of(func.value)  # type: ignore[attr-defined]
+        name = func.attr.value  # type: ignore[attr-defined]
+        if receiver.cls is not None and receiver.cls.node is not None:
+            info = receiver.cls.method(name)
+            return info.node if info is not None else None
+        origin = receiver.origin
+        maker = self._project_makers.get(id(origin)) if origin is not None else None
+        if maker is None or maker[0] is not origin or not isinstance(maker[1], ProjectClass):
+            return None
+        return maker[1].method_node(name)
+
     def step_may_zero_gradients(self, optimizer: cst.BaseExpression) -> bool:
         """``optimizer`` was made by a class or function of a sibling file whose ``step``
         resets the gradients (an optimizer of the project's own, ``project.py``)."""

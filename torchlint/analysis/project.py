@@ -232,6 +232,10 @@ class ProjectClass(ProjectObject):
             return None
         return functools.reduce(join, forward.returns)
 
+    def method_node(self, name: str) -> cst.FunctionDef | None:
+        """The ``def`` of the class's method ``name`` (or of a base class of the same file's)."""
+        return _method_node(self.file, self.name, name, 0)
+
     def step_zeroes(self) -> bool:
         """The class's ``step`` (through ``self.<method>()`` and ``super().step()``) resets the
         gradients: ``p.grad.zero_()``, ``p.grad = None``, ``zero_grad()``."""
@@ -260,6 +264,16 @@ def _method_zeroes(file: _File, class_name: str, method: str, depth: int) -> boo
     if any(_method_zeroes(file, class_name, called, depth + 1) for called in finder.self_calls if called != method):
         return True
     return finder.calls_super and any(_method_zeroes(file, base, method, depth + 1) for base in _base_names(node))
+
+
+def _method_node(file: _File, class_name: str, method: str, depth: int) -> cst.FunctionDef | None:
+    node = file.class_node(class_name) if depth <= MAX_CALL_DEPTH else None
+    if node is None:
+        return None
+    found = next((s for s in node.body.body if type(s) is cst.FunctionDef and s.name.value == method), None)
+    if found is not None:
+        return found
+    return next((d for base in _base_names(node) if (d := _method_node(file, base, method, depth + 1))), None)
 
 
 def _base_names(node: cst.ClassDef) -> list[str]:

@@ -356,6 +356,12 @@ PLOTTING_FUNCTIONS = frozenset(
     "matplotlib.pyplot." + name
     for name in "plot scatter imshow hist bar barh semilogx semilogy loglog errorbar fill_between step stem".split()
 )
+# Methods of a matplotlib ``Axes`` that turn their data arguments into NumPy arrays, and the
+# calls that make one (``fig, axs = plt.subplots(2, 2)``; ``ax = fig.add_subplot(111)``).
+AXES_PLOTTING_METHODS = frozenset(name.split(".")[-1] for name in PLOTTING_FUNCTIONS)
+AXES_FACTORIES = frozenset("matplotlib.pyplot." + name for name in "subplots subplot axes gca".split())
+FIGURE_FACTORIES = frozenset({"matplotlib.pyplot.figure", "matplotlib.pyplot.subplots"})
+FIGURE_AXES_METHODS = frozenset({"add_subplot", "add_axes", "gca"})
 # Tensor methods that return metadata (a ``torch.Size``, an int, a bool), not a tensor.
 METADATA_METHODS = frozenset(
     "size dim ndimension numel nelement element_size stride storage_offset is_contiguous data_ptr get_device "
