@@ -10,8 +10,10 @@ and code under ``no_grad`` cut the graph, so they carry none.
 Which modules an optimizer updates is read from what it was built from:
 ``Adam(M.parameters())``, ``params=M.sub.parameters()``, ``list(a.parameters()) +
 list(b.parameters())``, ``itertools.chain``, param groups, a name bound to one of these, and
-``self.opt = ...`` in ``__init__`` for the other methods of the class.  Unknown (None) when the
-construction is not in the file (a parameter, a factory's result).
+``self.opt = ...`` in ``__init__`` for the other methods of the class (``Adam(self.params)``: the
+attribute followed), a parameter every call site of the function hands an optimizer whose modules
+are known (in the callee's terms: the parameters those modules are passed as).  Unknown (None) when
+the construction is not in the file (a factory's result).
 
 Module keys are dotted names, related when one is the other or a part of it: stepping
 ``net.encoder`` changes weights a forward of ``net`` saved, and stepping ``net`` changes those
@@ -113,6 +115,11 @@ class ModuleGraph:
         self.module_event_sites: int | None = None  # (root) event sites of the module's own statements
         self.self_assignments: dict[int, frozenset[str]] = {}  # (root) function id -> the self.* it assigns
         self.effect_analyses = 0  # (root) callee bodies analysed
+        # (Root) function id -> per call site seen: parameter -> the modules the optimizer passed
+        # for it updates, in the callee's terms (None: not known).
+        self._passed_optimizers: dict[int, list[dict[str, frozenset[str] | None]]] = {}
+        # (Root) function id -> the forwards its own body made that its ``return`` statements return.
+        self._own_returns: dict[int, frozenset[Forward]] = {}
 
     @property
     def ctx(self) -> Analyzer:
@@ -165,7 +172,10 @@ class ModuleGraph:
         argument = self._argument_of(key) if key is not None else None
         if argument is not None:
             return self.parent.optimized_modules(argument) if self.parent is not None else None
-        constructor = self._ctx.value_of(optimizer).origin
+        value = self._ctx.value_of(optimizer)
+        constructor = value.origin
+        if type(constructor) is cst.Param and "from-call-sites" in value.tags:
+            return self._passed_modules(constructor.name.value)  # `def update(qf, qf_opt)`
         if not isinstance(constructor, cst.Call):
             constructor = self.assigned(key) if key is not None else None
         if not isinstance(constructor, cst.Call):
@@ -190,6 +200,8 @@ class ModuleGraph:
             return known  # type: ignore[return-value]
         self._call_effects[id(call)] = None  # (recursion)
         info = self._ctx.resolve_function(func)
+        if info is not None and self.parent is None:
+            self._note_passed_optimizers(call, info)
         result = None
         if info is not None and info.name != "__init__" and not info.is_property:
             result = call_effects.call_effects(self, call, info)
@@ -286,27 +298,44 @@ class ModuleGraph:
 
     def fresh_stores(self, call: cst.Call, info: FunctionInfo) -> CallEffects | None:
         """A call of a method that neither backpropagates nor steps: the ``self.*`` attributes it
-        assigns hold new forwards, made now, of the modules they went through where the callee's
-        own analysis bound them (none known, or not analysed yet: no graph)."""
+        assigns, and what it returns, hold new forwards, made now, of the modules they went
+        through where the callee's own analysis saw them (``policy_loss = self.get_p_loss(s)``;
+        none known, or not analysed yet: no graph)."""
         receiver = dotted_name(call.func.value) if isinstance(call.func, cst.Attribute) else None
         if receiver is None or info.cls is None or not info.is_method:
             return None
         keys = call_effects.assigned_self_attributes(self, info)
-        if not keys:
+        returned = self.root._own_returns.get(id(info), _NONE)
+        if not keys and not returned:
             return None
-        stored: dict[str, frozenset[Forward]] = {}
-        for key in keys:
-            fresh = set()
-            for old in self.root._through.get((info, key), _NONE):  # (its binding in the callee's own analysis)
-                self.serial += 1
-                module = receiver + old.module[4:] if old.module.split(".")[0] == "self" else old.module
-                fresh.add(Forward(call, module, self.serial, old.saves_parameters, old.is_module, self._ctx.function))
-            stored[receiver + key[4:]] = frozenset(fresh)
-        return call_effects.CallEffects(stored=stored)
+        stored = {receiver + key[4:]: frozenset(self._made_again(call, old, receiver)
+                                                for old in self.root._through.get((info, key), _NONE))
+                  for key in keys}  # (its binding in the callee's own analysis)
+        again = frozenset(self._made_again(call, old, receiver) for old in returned)
+        return call_effects.CallEffects(returned=again, stored=stored)
+
+    def _made_again(self, call: cst.Call, old: Forward, receiver: str) -> Forward:
+        """``old``, a forward of a method's body, run again by ``call`` of it on ``receiver``."""
+        self.serial += 1
+        module = receiver + old.module[4:] if old.module.split(".")[0] == "self" else old.module
+        return Forward(call, module, self.serial, old.saves_parameters, old.is_module, self._ctx.function)
 
     def note_return(self, value: cst.BaseExpression) -> None:
-        """(Effects analysis) the callee returns ``value``."""
-        self.returned = self.returned | self.forwards_of(value)
+        """The function being analysed returns ``value``: (effects analysis) what the call
+        returns; (the file's analysis) the forwards the body itself made on the instance
+        (``self.*``) or of globals, made again by each call of it (``fresh_stores``)."""
+        forwards = self.forwards_of(value)
+        if self.parent is not None:
+            self.returned = self.returned | forwards
+            return
+        function = self._ctx.function
+        if function is None or not forwards:
+            return
+        names = _parameter_names(function)
+        own = frozenset(f for f in forwards if f.function is function and (
+            (first := f.module.split(".")[0]) == "self" or first not in names and (function, first) not in self._bound_at))
+        if own:
+            self._own_returns[id(function)] = self._own_returns.get(id(function), _NONE) | own
 
     def stored_attributes(self) -> dict[str, frozenset[Forward]]:
         """(Effects analysis) the ``self.*`` attributes the callee bound, in the root's terms."""
@@ -319,6 +348,43 @@ class ModuleGraph:
         function = self._ctx.function
         return {self._outer_key(key): value for (owner, key), value in self._assigned.items()
                 if owner is function and key.startswith("self.")}
+
+    def _note_passed_optimizers(self, call: cst.Call, info: FunctionInfo) -> None:
+        """(Root) ``update(env, qf, qf_opt)``: which modules each optimizer the call hands
+        ``info`` updates, in ``info``'s terms -- an argument module is the parameter it is passed
+        as, the receiver is ``self``; a module the callee cannot name does not count."""
+        from torchlint.analysis.functions import argument_expressions
+
+        arguments = argument_expressions(call, info) or {}
+        site: dict[str, frozenset[str] | None] = {}
+        for param, expr in arguments.items():
+            if self._ctx.value_of(expr).kind is Kind.OPTIMIZER:
+                modules = self.optimized_modules(expr)
+                site[param] = None if modules is None else self._in_callee_terms(modules, call, info, arguments)
+        self._passed_optimizers.setdefault(id(info), []).append(site)
+
+    def _in_callee_terms(self, modules: frozenset[str], call: cst.Call, info: FunctionInfo,
+                         arguments: dict[str, cst.BaseExpression]) -> frozenset[str]:
+        names = {name: param for param, expr in arguments.items() if (name := dotted_name(expr)) is not None}
+        if info.is_method and type(call.func) is cst.Attribute and (receiver := dotted_name(call.func.value)):
+            names[receiver] = "self"
+        found: set[str] = set()
+        for key in modules:
+            for name, param in names.items():
+                if key == name or key.startswith(name + "."):
+                    found.add(param + key[len(name):])  # `qf` passed as `qf`, `net.enc` of `net` passed as `model`
+                elif name.startswith(key + "."):
+                    found.add(param)  # the optimizer updates all of the module passed
+        return frozenset(found)
+
+    def _passed_modules(self, param: str) -> frozenset[str] | None:
+        """(Root) the modules the optimizer parameter ``param`` of this function updates: what
+        every call site seen hands it (all of them, or not known)."""
+        function = self._ctx.function
+        sites = self._passed_optimizers.get(id(function), []) if self.parent is None and function is not None else []
+        if not sites or len(sites) != len(function.call_arguments) or any(site.get(param) is None for site in sites):
+            return None
+        return frozenset().union(*(site[param] for site in sites))  # type: ignore[misc]
 
     def _record_event(self, call: cst.Call) -> None:
         event = self._ctx.autograd_event(call)
@@ -515,10 +581,11 @@ class ModuleGraph:
                     keys.update([key] if key is not None else [])
                 else:  # `Adam(...)`, `list(...)`, `chain(...)`: what they are handed
                     todo.extend(arg.value for arg in current.args if not _is_option(arg))  # type: ignore[attr-defined]
-            elif kind is cst.Name:
+            elif kind is cst.Name or kind is cst.Attribute and dotted_name(current) is not None:  # type: ignore[arg-type]
                 if self._ctx.value_of(current).kind is Kind.LEAF:  # type: ignore[arg-type]
                     continue  # `Adam([w])`: a tensor, not a module
-                assigned = self.assigned(current.value) if hops > 0 else None  # type: ignore[attr-defined]
+                name = dotted_name(current)  # type: ignore[arg-type]  # `params`, `self.critic_params`
+                assigned = self.assigned(name) if hops > 0 and name is not None else None
                 inner = self._modules_in(assigned, hops - 1) if assigned is not None else None
                 if inner is None:
                     unresolved = True
