@@ -46,6 +46,8 @@ if TYPE_CHECKING:
 
 # How deep a name's assigned expression is followed to find what an optimizer was built from.
 _MAX_PARAMETER_HOPS = 2
+# Methods that store a submodule on a module under a name: ``self.add_module("D", D)``.
+_SUBMODULE_REGISTRATION = frozenset({"add_module", "register_module"})
 
 
 def related(a: str, b: str) -> bool:
@@ -120,6 +122,11 @@ class ModuleGraph:
         self._passed_optimizers: dict[int, list[dict[str, frozenset[str] | None]]] = {}
         # (Root) function id -> the forwards its own body made that its ``return`` statements return.
         self._own_returns: dict[int, frozenset[Forward]] = {}
+        # (Root) class, name -> those forwards a method of the class returns as a name (``return a, loss``).
+        self._returned_names: dict[tuple[object, str], frozenset[Forward]] = {}
+        # (Root) class, local name -> the ``self.*`` key a method stored it as (``self.add_module("D", D)``).
+        self._self_aliases: dict[tuple[object, str], str] = {}
+        self._stored_locals: dict[tuple[object, str], str] = {}  # (root) class, self.* key -> that local
 
     @property
     def ctx(self) -> Analyzer:
@@ -181,7 +188,25 @@ class ModuleGraph:
         if not isinstance(constructor, cst.Call):
             return None
         keys = self._modules_in(constructor, _MAX_PARAMETER_HOPS)
+        if keys is not None and key is not None and key.startswith("self."):
+            keys = self._as_attributes(keys)
         return keys if keys is None or self.parent is None else frozenset(self._outer_key(k) for k in keys)
+
+    def _as_attributes(self, keys: frozenset[str]) -> frozenset[str]:
+        """The modules of an optimizer kept on ``self``, built from locals of a method that stored
+        them on ``self`` too (``D = Discriminator(); self.add_module("D", D); self.opt = Adam(D.parameters())``):
+        their attribute keys."""
+        function = self._ctx.function
+        cls = function.cls if function is not None else None
+        aliases = self.root._self_aliases
+        if cls is None or not aliases:
+            return keys
+        renamed = set()
+        for key in keys:
+            first, dot, rest = key.partition(".")
+            alias = aliases.get((cls, first)) if (function, first) not in self._bound_at else None
+            renamed.add(alias + dot + rest if alias is not None else key)
+        return frozenset(renamed)
 
     def effects_of(self, call: cst.Call) -> CallEffects | None:
         """What ``call``, a call of a function of this file, does (``analysis/effects.py``); asked
@@ -231,7 +256,9 @@ class ModuleGraph:
         if key in self._module_keys or self._ctx.value_of_key(key).kind is Kind.MODULE:
             return True
         if self.parent is None:
-            return False
+            function = self._ctx.function
+            local = self._stored_locals.get((function.cls, key)) if function is not None else None
+            return local is not None and local in self._module_keys  # `self.add_module("D", D)`, `D.parameters()`
         root_keys = self.root._module_keys
         return self._outer_key(key) in root_keys or (key.startswith("self.") and key in root_keys)
 
@@ -267,6 +294,8 @@ class ModuleGraph:
         """Every call: ``D.parameters()`` / ``D.train()`` make ``D`` a module key; a
         ``torch.optim`` optimizer's construction tells which modules have one."""
         func = call.func
+        if type(func) is cst.Attribute and func.attr.value in _SUBMODULE_REGISTRATION and self.parent is None:
+            self._note_alias(call)
         if type(func) is cst.Attribute and func.attr.value in api.MODULE_GRAPH_EVIDENCE_METHODS:
             key = dotted_name(func.value)
             if key is not None:
@@ -336,6 +365,13 @@ class ModuleGraph:
             (first := f.module.split(".")[0]) == "self" or first not in names and (function, first) not in self._bound_at))
         if own:
             self._own_returns[id(function)] = self._own_returns.get(id(function), _NONE) | own
+            if function.cls is not None and function.is_method:
+                elements = [e.value for e in value.elements] if type(value) in (cst.Tuple, cst.List) else [value]  # type: ignore[attr-defined]
+                for element in elements:
+                    if type(element) is cst.Name:
+                        slot = (function.cls, element.value)  # type: ignore[attr-defined]
+                        named = own & self.forwards_of(element)
+                        self._returned_names[slot] = self._returned_names.get(slot, _NONE) | named
 
     def stored_attributes(self) -> dict[str, frozenset[Forward]]:
         """(Effects analysis) the ``self.*`` attributes the callee bound, in the root's terms."""
@@ -385,6 +421,20 @@ class ModuleGraph:
         if not sites or len(sites) != len(function.call_arguments) or any(site.get(param) is None for site in sites):
             return None
         return frozenset().union(*(site[param] for site in sites))  # type: ignore[misc]
+
+    def _note_alias(self, call: cst.Call) -> None:
+        """(Root) ``self.add_module("D", D)`` in a method: the local ``D`` is ``self.D``."""
+        args = [arg.value for arg in call.args if arg.keyword is None]
+        function = self._ctx.function
+        if len(args) == 2 and dotted_name(call.func.value) == "self" and type(args[0]) is cst.SimpleString \
+                and type(args[1]) is cst.Name and function is not None and function.cls is not None:  # type: ignore[attr-defined]
+            name = args[0].evaluated_value  # type: ignore[attr-defined]
+            if isinstance(name, str) and name.isidentifier():
+                self._alias(function.cls, args[1].value, "self." + name)  # type: ignore[attr-defined]
+
+    def _alias(self, cls: object, local: str, key: str) -> None:
+        self._self_aliases[(cls, local)] = key
+        self._stored_locals[(cls, key)] = local
 
     def _record_event(self, call: cst.Call) -> None:
         event = self._ctx.autograd_event(call)
@@ -437,6 +487,8 @@ class ModuleGraph:
             self._assigned[slot] = value
             if key.startswith("self.") and function is not None and function.cls is not None:
                 self._assigned[(function.cls, key)] = value
+                if type(value) is cst.Name and self.parent is None:
+                    self._alias(function.cls, value.value, key)  # `self.D = D`
         else:
             self._assigned.pop(slot, None)
 
@@ -481,7 +533,19 @@ class ModuleGraph:
                     return found
         if key.startswith("self.") and function is not None and function.cls is not None:
             return self.root._class_through.get((function.cls, key), _NONE)
+        if self.parent is None and function is not None and function.cls is not None and not function.call_arguments:
+            return self._handed_back(function, key)
         return _NONE
+
+    def _handed_back(self, function: FunctionInfo, key: str) -> frozenset[Forward]:
+        """A parameter of a method no code of this file calls: what another method of the class
+        returns under the parameter's name, handed back by the caller (``outputs, gen_loss,
+        dis_loss = model.process(x)`` then ``model.backward(gen_loss, dis_loss)``): its forwards,
+        made before this call."""
+        returned = self._returned_names
+        if not returned or "." in key or key not in _parameter_names(function) or key == "self":
+            return _NONE
+        return returned.get((function.cls, key), _NONE)
 
     def _bind_slot(self, key: str, forwards: frozenset[Forward]) -> None:
         function = self._ctx.function

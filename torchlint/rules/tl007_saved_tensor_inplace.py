@@ -683,7 +683,9 @@ class SavedTensorInplace(Rule):
             if any(f.serial > step.serial and any(related(f.module, m) for m in stepped) for f in reached):
                 return None
             hits = [f for f in stale if f in step.retained and f.module in stepped]
-        return min(hits, key=lambda forward: forward.serial) if hits else None
+        # The first forward of the stepped module itself (or of a part of it), else of a whole it is part of.
+        inside = step.modules or frozenset(f.module for f in step.retained)
+        return min(hits, key=lambda f: (not any(_within(f.module, m) for m in inside), f.serial)) if hits else None
 
     def _second_iteration(self, loop: _Loop) -> None:
         """A retained backward() in a loop through a forward made before the loop runs again on
@@ -837,6 +839,11 @@ class SavedTensorInplace(Rule):
 
 def _is_inplace_method(name: str) -> bool:
     return name.endswith("_") and not name.startswith("__") and name not in NON_MUTATING_UNDERSCORE
+
+
+def _within(key: str, module: str) -> bool:
+    """``key`` names ``module`` or one of its parts."""
+    return key == module or key.startswith(module + ".")
 
 
 def _strip_data(expr: cst.BaseExpression) -> cst.BaseExpression:
