@@ -35,6 +35,7 @@ from torchlint.analysis import effects as call_effects
 from torchlint.analysis import torch_api as api
 from torchlint.analysis.events import EventKind
 from torchlint.analysis.names import dotted_name, literal_bool
+from torchlint.analysis.scopes import CALLED_WITH_GRAD_BY_FRAMEWORK
 from torchlint.analysis.values import Kind
 from torchlint.analysis.walk import children
 
@@ -225,8 +226,8 @@ class ModuleGraph:
             return known  # type: ignore[return-value]
         self._call_effects[id(call)] = None  # (recursion)
         info = self._ctx.resolve_function(func)
-        if info is not None and self.parent is None:
-            self._note_passed_optimizers(call, info)
+        if info is not None and self.parent is None and call.args and call_effects.may_have_effects(self, info):
+            self._note_passed_optimizers(call, info)  # (only a callee whose text may step asks)
         result = None
         if info is not None and info.name != "__init__" and not info.is_property:
             result = call_effects.call_effects(self, call, info)
@@ -353,12 +354,14 @@ class ModuleGraph:
         """The function being analysed returns ``value``: (effects analysis) what the call
         returns; (the file's analysis) the forwards the body itself made on the instance
         (``self.*``) or of globals, made again by each call of it (``fresh_stores``)."""
-        forwards = self.forwards_of(value)
         if self.parent is not None:
-            self.returned = self.returned | forwards
+            self.returned = self.returned | self.forwards_of(value)
             return
         function = self._ctx.function
-        if function is None or not forwards:
+        if function is None or not function.is_method or function.name in CALLED_WITH_GRAD_BY_FRAMEWORK:
+            return  # (only calls of methods are made fresh; ``forward`` runs as ``model(x)``)
+        forwards = self.forwards_of(value)
+        if not forwards:
             return
         names = _parameter_names(function)
         own = frozenset(f for f in forwards if f.function is function and (
