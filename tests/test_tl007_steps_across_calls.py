@@ -34,8 +34,8 @@ CASES = {section.split("\n", 1)[0]: _program(section) for section in _SECTIONS}
 
 
 def test_every_section_is_a_case() -> None:
-    assert len(CASES) == len(_SECTIONS) == 13
-    assert sum(raises for _, raises in CASES.values()) == 6
+    assert len(CASES) == len(_SECTIONS) == 15
+    assert sum(raises for _, raises in CASES.values()) == 7
 
 
 @pytest.mark.parametrize("name", sorted(CASES))

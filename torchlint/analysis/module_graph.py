@@ -26,6 +26,7 @@ statement sees the values before it.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
@@ -128,6 +129,8 @@ class ModuleGraph:
         # (Root) class, local name -> the ``self.*`` key a method stored it as (``self.add_module("D", D)``).
         self._self_aliases: dict[tuple[object, str], str] = {}
         self._stored_locals: dict[tuple[object, str], str] = {}  # (root) class, self.* key -> that local
+        # (function, optimizer key) -> (the modules a factory returned it with, the binding it was).
+        self._factory_outputs: dict[tuple[object, str], tuple[frozenset[str], int]] = {}
 
     @property
     def ctx(self) -> Analyzer:
@@ -180,6 +183,9 @@ class ModuleGraph:
         argument = self._argument_of(key) if key is not None else None
         if argument is not None:
             return self.parent.optimized_modules(argument) if self.parent is not None else None
+        factory = self._factory_outputs.get((self._ctx.function, key)) if key is not None else None
+        if factory is not None and self._bound_at.get((self._ctx.function, key), 0) == factory[1]:
+            return factory[0] if self.parent is None else frozenset(self._outer_key(k) for k in factory[0])
         value = self._ctx.value_of(optimizer)
         constructor = value.origin
         if type(constructor) is cst.Param and "from-call-sites" in value.tags:
@@ -276,6 +282,24 @@ class ModuleGraph:
                 self._set(sub_target, forwards, sub_value)
             return
         self._set(target, self.forwards_of(value), value)
+        if type(value) is cst.Call and type(target) in (cst.Tuple, cst.List):
+            self._note_factory_outputs(target)  # type: ignore[arg-type]
+
+    def _note_factory_outputs(self, target: cst.Tuple | cst.List) -> None:
+        """``netD_img, netD_seq, optimizer_netD = create_netD(opt)``: a factory returns an optimizer
+        with the modules it built it from.  The one name the file steps or zeroes is the optimizer
+        (none or several: not known which), the other names are modules it updates."""
+        keys = [dotted_name(element.value) for element in target.elements]
+        if len(keys) < 2 or None in keys:
+            return
+        source = self._ctx.source
+        optimizers = [key for key in keys if _stepped_in(source, key)]  # type: ignore[arg-type]
+        if len(optimizers) != 1:
+            return
+        modules = frozenset(key for key in keys if key not in optimizers)  # type: ignore[misc]
+        slot = (self._ctx.function, optimizers[0])
+        self._factory_outputs[slot] = (modules, self._bound_at.get(slot, 0))
+        self._module_keys |= modules
 
     def bind_loop_target(self, target: cst.BaseExpression, iterable: cst.BaseExpression) -> None:
         self._set(target, self.forwards_of(iterable), None)
@@ -663,6 +687,11 @@ class ModuleGraph:
         if unresolved and not keys:
             return None
         return frozenset(keys)
+
+
+def _stepped_in(source: str, key: str) -> bool:
+    """``key.step(`` or ``key.zero_grad(`` appears in ``source``: an optimizer (or a scheduler)."""
+    return re.search(r"(?<![\w.])%s\.(?:step|zero_grad)\s*\(" % re.escape(key), source) is not None
 
 
 def _parameter_names(info: FunctionInfo) -> frozenset[str]:
