@@ -34,7 +34,7 @@ CASES = {section.split("\n", 1)[0]: _program(section) for section in _SECTIONS}
 
 
 def test_every_section_is_a_case() -> None:
-    assert len(CASES) == len(_SECTIONS) == 15
+    assert len(CASES) == len(_SECTIONS) == 17
     assert sum(raises for _, raises in CASES.values()) == 7
 
 

@@ -125,7 +125,8 @@ class ModuleGraph:
         # (Root) function id -> the forwards its own body made that its ``return`` statements return.
         self._own_returns: dict[int, frozenset[Forward]] = {}
         # (Root) class, name -> those forwards a method of the class returns as a name (``return a, loss``).
-        self._returned_names: dict[tuple[object, str], frozenset[Forward]] = {}
+        # (None: several methods return the name.)
+        self._returned_names: dict[tuple[object, str], tuple[object, frozenset[Forward]] | None] = {}
         # (Root) class, local name -> the ``self.*`` key a method stored it as (``self.add_module("D", D)``).
         self._self_aliases: dict[tuple[object, str], str] = {}
         self._stored_locals: dict[tuple[object, str], str] = {}  # (root) class, self.* key -> that local
@@ -185,7 +186,9 @@ class ModuleGraph:
             return self.parent.optimized_modules(argument) if self.parent is not None else None
         factory = self._factory_outputs.get((self._ctx.function, key)) if key is not None else None
         if factory is not None and self._bound_at.get((self._ctx.function, key), 0) == factory[1]:
-            return factory[0] if self.parent is None else frozenset(self._outer_key(k) for k in factory[0])
+            # (not a module another optimizer of the file updates)
+            keys = frozenset(k for k in factory[0] if not any(related(k, o) for o in self.root.optimized_keys))
+            return keys if self.parent is None else frozenset(self._outer_key(k) for k in keys)
         value = self._ctx.value_of(optimizer)
         constructor = value.origin
         if type(constructor) is cst.Param and "from-call-sites" in value.tags:
@@ -212,7 +215,7 @@ class ModuleGraph:
         for key in keys:
             first, dot, rest = key.partition(".")
             alias = aliases.get((cls, first)) if (function, first) not in self._bound_at else None
-            renamed.add(alias + dot + rest if alias is not None else key)
+            renamed.add(alias + dot + rest if alias else key)
         return frozenset(renamed)
 
     def effects_of(self, call: cst.Call) -> CallEffects | None:
@@ -398,7 +401,9 @@ class ModuleGraph:
                     if type(element) is cst.Name:
                         slot = (function.cls, element.value)  # type: ignore[attr-defined]
                         named = own & self.forwards_of(element)
-                        self._returned_names[slot] = self._returned_names.get(slot, _NONE) | named
+                        known = self._returned_names.get(slot, (function, _NONE))
+                        self._returned_names[slot] = (function, known[1] | named) \
+                            if known is not None and known[0] is function else None
 
     def stored_attributes(self) -> dict[str, frozenset[Forward]]:
         """(Effects analysis) the ``self.*`` attributes the callee bound, in the root's terms."""
@@ -460,7 +465,10 @@ class ModuleGraph:
                 self._alias(function.cls, args[1].value, "self." + name)  # type: ignore[attr-defined]
 
     def _alias(self, cls: object, local: str, key: str) -> None:
-        self._self_aliases[(cls, local)] = key
+        """The local ``local`` of a method of ``cls`` is stored as ``key``; a local stored as two
+        attributes is neither ("" -- not known which one an optimizer was built from)."""
+        known = self._self_aliases.get((cls, local))
+        self._self_aliases[(cls, local)] = key if known is None or known == key else ""
         self._stored_locals[(cls, key)] = local
 
     def _record_event(self, call: cst.Call) -> None:
@@ -572,7 +580,8 @@ class ModuleGraph:
         returned = self._returned_names
         if not returned or "." in key or key not in _parameter_names(function) or key == "self":
             return _NONE
-        return returned.get((function.cls, key), _NONE)
+        found = returned.get((function.cls, key))
+        return found[1] if found is not None else _NONE  # (returned by one method only)
 
     def _bind_slot(self, key: str, forwards: frozenset[Forward]) -> None:
         function = self._ctx.function
