@@ -699,8 +699,20 @@ class ModuleGraph:
 
 
 def _stepped_in(source: str, key: str) -> bool:
-    """``key.step(`` or ``key.zero_grad(`` appears in ``source``: an optimizer (or a scheduler)."""
-    return re.search(r"(?<![\w.])%s\.(?:step|zero_grad)\s*\(" % re.escape(key), source) is not None
+    """``key.step(`` or ``key.zero_grad(`` appears in ``source``: an optimizer (or a scheduler).
+    (The literal is searched for, then what surrounds it: a leading lookbehind would be tried at
+    every position of the source.)"""
+    prefix = key + "."
+    start = source.find(prefix)
+    while start >= 0:
+        before = source[start - 1] if start else " "
+        if not (before.isalnum() or before in "_.") and _STEP_CALL.match(source, start + len(prefix)):
+            return True
+        start = source.find(prefix, start + 1)
+    return False
+
+
+_STEP_CALL = re.compile(r"(?:step|zero_grad)\s*\(")
 
 
 def _parameter_names(info: FunctionInfo) -> frozenset[str]:
