@@ -365,10 +365,11 @@ class ModuleGraph:
         returned = self.root._own_returns.get(id(info), _NONE)
         if not keys and not returned:
             return None
+        # (in the order the callee made them: serials order the forwards, and which one a message names)
         stored = {receiver + key[4:]: frozenset(self._made_again(call, old, receiver)
-                                                for old in self.root._through.get((info, key), _NONE))
-                  for key in keys}  # (its binding in the callee's own analysis)
-        again = frozenset(self._made_again(call, old, receiver) for old in returned)
+                                                for old in _in_order(self.root._through.get((info, key), _NONE)))
+                  for key in sorted(keys)}  # (its binding in the callee's own analysis)
+        again = frozenset(self._made_again(call, old, receiver) for old in _in_order(returned))
         return call_effects.CallEffects(returned=again, stored=stored)
 
     def _made_again(self, call: cst.Call, old: Forward, receiver: str) -> Forward:
@@ -696,6 +697,10 @@ class ModuleGraph:
         if unresolved and not keys:
             return None
         return frozenset(keys)
+
+
+def _in_order(forwards: frozenset[Forward]) -> list[Forward]:
+    return sorted(forwards, key=lambda forward: forward.serial)
 
 
 def _stepped_in(source: str, key: str) -> bool:
