@@ -38,6 +38,17 @@ class Evaluation(ValueFacts):
         found = self.scope.lookup(key)
         return found if found is not None else UNKNOWN
 
+    def builtin_module(self, value: Value) -> tuple[str, cst.Call] | None:
+        """(the class name, the constructor call) of a module built from a ``torch.nn`` class
+        (``nn.ReLU(inplace=True)``); None for any other value."""
+        origin = value.origin
+        if value.kind is not Kind.MODULE or value.cls is not None or type(origin) is not cst.Call:
+            return None
+        qualified = self.qualify(origin.func) or ""  # type: ignore[attr-defined]
+        if not qualified.startswith("torch.nn.") or qualified.count(".") != 2:
+            return None
+        return qualified.rsplit(".", 1)[-1], origin  # type: ignore[return-value]
+
     def mentions_gradient(self, node: cst.CSTNode) -> bool:
         """Whether ``node`` reads a gradient: a ``.grad`` attribute, or a name or element
         bound to one (``g = p.grad``, ``d_p = p.grad.data``, ``torch.autograd.grad(...)[0]``)."""

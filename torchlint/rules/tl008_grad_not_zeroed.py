@@ -91,7 +91,6 @@ class _Facts:
     zeroed: set[str] = field(default_factory=set)  # tensors whose own gradient is reset (`w.grad = None`)
     zeroes_modules: bool = False  # `model.zero_grad()`: module parameters only, not other leaves
     zeroing_sites: list[cst.CSTNode] = field(default_factory=list)  # statements that reset gradients
-    branches: dict[int, cst.If] = field(default_factory=dict)  # `if` statements in the body, by id
     helpers: list[FunctionInfo] = field(default_factory=list)
     opaque: list[_OpaqueCall] = field(default_factory=list)
     # Keys bound by assignment in the body, and names bound by loops nested in it.
@@ -157,12 +156,6 @@ class GradNotZeroed(Rule):
 
     def visit_For(self, node: cst.For) -> None:
         self._enter_loop(node)
-
-    def visit_If(self, node: cst.If) -> None:
-        for loop_node in self.ctx.loops:
-            loop = self._loops.get(id(loop_node))
-            if loop is not None:
-                loop.facts.branches[id(node)] = node
 
     def visit_While(self, node: cst.While) -> None:
         self._enter_loop(node)
@@ -431,9 +424,8 @@ class GradNotZeroed(Rule):
     def _fixed_split(self, loop: _Loop, flow: Flow, a: cst.CSTNode, b: cst.CSTNode) -> cst.If | None:
         """The ``if`` in whose different arms ``a`` and ``b`` sit, when its test is the same on
         every iteration of ``loop``."""
-        statement = flow.separating_statement(a, b)
-        branch = loop.facts.branches.get(statement) if statement is not None else None
-        return branch if branch is not None and self.ctx.invariant_in(branch.test, loop.node) else None
+        branch = flow.separating_node(a, b)
+        return branch if isinstance(branch, cst.If) and self.ctx.invariant_in(branch.test, loop.node) else None
 
     def _helpers_of(self, facts: _Facts) -> list[FunctionInfo]:
         """Helpers called from the body, and the helpers they call, transitively."""
