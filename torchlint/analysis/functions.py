@@ -303,6 +303,8 @@ class Functions:
                     graph.note_return(node.value)  # an effects analysis (``effects.py``)
             return
         self._note_return(node)  # the file's own analysis: what each function returns (facts.py)
+        if self.module_graph is not None and node.value is not None:
+            self.module_graph.note_return(node.value)  # what a call of it makes again (module_graph.py)
 
     def arguments_passed(self, call: cst.Call, callee: FunctionInfo) -> dict[str, Value] | None:
         """Parameter name -> the value this call passes for it (None when ``*args`` /

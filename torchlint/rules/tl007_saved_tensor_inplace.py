@@ -536,7 +536,9 @@ class SavedTensorInplace(Rule):
             if any(f.serial > step.serial and any(related(f.module, m) for m in stepped) for f in reached):
                 return None
             hits = [f for f in stale if f in step.retained and f.module in stepped]
-        return min(hits, key=lambda forward: forward.serial) if hits else None
+        # The first forward of the stepped module itself (or of a part of it), else of a whole it is part of.
+        inside = step.modules or frozenset(f.module for f in step.retained)
+        return min(hits, key=lambda f: (not any(_within(f.module, m) for m in inside), f.serial)) if hits else None
 
     def _second_iteration(self, loop: _Loop) -> None:
         """A retained backward() in a loop through a forward made before the loop runs again on
@@ -686,6 +688,11 @@ class SavedTensorInplace(Rule):
         value = cst.BinaryOperation(left=base, operator=operator(), right=right)
         assign = cst.Assign(targets=[cst.AssignTarget(base)], value=value, semicolon=node.semicolon)
         return fixes.replace("assign the out-of-place result", node, assign)
+
+
+def _within(key: str, module: str) -> bool:
+    """``key`` names ``module`` or one of its parts."""
+    return key == module or key.startswith(module + ".")
 
 
 def _strip_data(expr: cst.BaseExpression) -> cst.BaseExpression:
