@@ -16,7 +16,9 @@ from torchlint.analysis import summaries
 from torchlint.analysis import torch_api as api
 from torchlint.analysis.facts import ValueFacts
 from torchlint.analysis.names import dotted_name, keyword_arg, literal_bool, positional_args, through_grad
-from torchlint.analysis.values import ASSUMED_TAGS, BACKPROPAGATED, LEAF_ON_CPU, NUMBER, UNKNOWN, Kind, Value, join
+from torchlint.analysis.values import (
+    ASSUMED_TAGS, BACKPROPAGATED, LEAF_ON_A_PATH, LEAF_ON_CPU, MOVED_LEAF_ON_A_PATH, NUMBER, UNKNOWN, Kind, Value, join,
+)
 
 # Tags of a gradient (``p.grad``) and of a value computed from one (``lr * p.grad``).
 GRADIENT_TAGS = frozenset({"grad", "from-grad"})
@@ -297,6 +299,8 @@ class Evaluation(ValueFacts):
             # through `.data` / `.detach()` has no graph, so the result is a new leaf.
             receiver = Value(Kind.PLAIN, func.value, tags=frozenset({"detached"}))
         if not receiver.is_tensor:
+            if LEAF_ON_A_PATH in receiver.tags and self._copies_a_leaf(node, method):
+                return Value(Kind.UNKNOWN, node, tags=frozenset({MOVED_LEAF_ON_A_PATH}))
             return UNKNOWN
         if method == "detach":
             # "detach-call": cut on purpose (a no_grad result is "detached" too, by accident).
@@ -332,6 +336,13 @@ class Evaluation(ValueFacts):
             # `.to(device)`: a non-leaf copy on a GPU, the leaf itself when `device` is the CPU.
             return Value(Kind.NONLEAF, node, tags=frozenset({"device-dependent", LEAF_ON_CPU}))
         return Value(Kind.NONLEAF, node, tags=frozenset({"device-dependent"}))
+
+    def _copies_a_leaf(self, node: cst.Call, method: str) -> bool:
+        """``leaf.<method>(...)`` is a non-leaf copy, at least on a GPU (``.to(device)``, ``.cuda()``,
+        ``.double()``), unlike ``.cpu()`` / ``.float()`` / ``.to("cpu")`` of a float32 CPU tensor."""
+        if method not in api.CONVERSION_METHODS or method in api.NOOP_ON_DEFAULT_TENSOR or method == "type":
+            return False
+        return not (method == "to" and self._is_cpu_literal(node))
 
     def _only_device_given(self, node: cst.Call) -> bool:
         """``x.to(device)`` with one positional argument that is not a dtype, no keywords but
