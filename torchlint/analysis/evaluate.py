@@ -129,6 +129,8 @@ class Evaluation(ValueFacts):
         base = self.value_of(node.value)
         if base.kind is Kind.COLLECTION:
             return base.element or UNKNOWN
+        if "softmax" in base.tags:  # `probs[:, -1]`: some of the probabilities
+            return self._derived([base], node).tagged("softmax")
         if base.is_tensor:
             return self._derived([base], node)
         if base.kind is Kind.MODULE:
@@ -272,8 +274,16 @@ class Evaluation(ValueFacts):
         return self._module_output_fact(node, module, output)
 
     def _value_of_method_call(self, node: cst.Call, func: cst.Attribute) -> Value:
-        method = func.attr.value
         receiver = self.value_of(func.value)
+        value = self._method_result(node, func, receiver)
+        if "softmax" in receiver.tags:  # `probs.unsqueeze(1).bmm(labels)`: probabilities still
+            args = [arg.value for arg in node.args if arg.keyword is None]
+            other = self.value_of(args[0]) if len(args) == 1 else None
+            value = self._probabilities_kept(value, receiver, func.attr.value, other)
+        return value
+
+    def _method_result(self, node: cst.Call, func: cst.Attribute, receiver: Value) -> Value:
+        method = func.attr.value
         if method in api.PARAMETER_ITERATORS:
             return Value(Kind.COLLECTION, node, element=Value(Kind.LEAF, node, tags=frozenset({"parameter"})))
         if method in api.NAMED_PARAMETER_ITERATORS:
