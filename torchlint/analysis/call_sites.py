@@ -85,5 +85,8 @@ class _Probe:
     def visit_Call(self, node: cst.Call) -> None:
         self._note(node)
 
+    def visit_BinaryOperation(self, node: cst.BinaryOperation) -> None:
+        self._note(node)
+
     def finish(self) -> None:
         pass
