@@ -7,19 +7,17 @@ a negative one runs."""
 from __future__ import annotations
 
 import warnings
-from pathlib import Path
 
 import pytest
 
+from conftest import fixture_sections, marked_lines
 from torchlint.engine import lint_source
 from torchlint.rules import rule_by_code
 
 torch = pytest.importorskip("torch")
 pytestmark = pytest.mark.torch
 
-_FIXTURE = (Path(__file__).parent / "fixtures" / "TL003" / "moves_and_groups.py").read_text()
-_PRELUDE, *_SECTIONS = _FIXTURE.split("\n# %% case: ")
-CASES = {section.split("\n", 1)[0]: _PRELUDE + "\n# case: " + section for section in _SECTIONS}
+CASES = fixture_sections("TL003", "moves_and_groups.py")
 NON_LEAF = "can't optimize a non-leaf Tensor"
 GRAD_NONE = "'NoneType' object has no attribute"
 
@@ -47,7 +45,7 @@ def test_every_section_is_a_case() -> None:
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_moves_and_groups_agree_with_torch(name: str) -> None:
     source = CASES[name]
-    marked = {n for n, line in enumerate(source.splitlines(), 1) if "# expect: TL003:" in line}
+    marked = marked_lines(source, "TL003")
     assert {f.line for f in lint_source(source, [rule_by_code("TL003")]).findings} == marked
     assert (_failure(source) is not None) is name.startswith("positive")
     assert bool(marked) is name.startswith("positive")

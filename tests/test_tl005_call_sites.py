@@ -7,19 +7,17 @@ asserts the tensor stays a non-leaf without ``.grad`` (the call did nothing); a 
 from __future__ import annotations
 
 import warnings
-from pathlib import Path
 
 import pytest
 
+from conftest import fixture_sections, marked_lines
 from torchlint.engine import lint_source
 from torchlint.rules import rule_by_code
 
 torch = pytest.importorskip("torch")
 pytestmark = pytest.mark.torch
 
-_FIXTURE = (Path(__file__).parent / "fixtures" / "TL005" / "call_sites.py").read_text()
-_PRELUDE, *_SECTIONS = _FIXTURE.split("\n# %% case: ")
-CASES = {section.split("\n", 1)[0]: _PRELUDE + "\n# case: " + section for section in _SECTIONS}
+CASES = fixture_sections("TL005", "call_sites.py")
 LEAF_FLAG_ERROR = "you can only change requires_grad flags of leaf variables"
 
 
@@ -42,9 +40,9 @@ def test_every_section_is_a_case() -> None:
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_call_site_values_agree_with_torch(name: str) -> None:
     source = CASES[name]
-    marked = [line for line in source.splitlines() if "# expect: TL005:" in line]
-    reported = {f.line for f in lint_source(source, [rule_by_code("TL005")]).findings}
-    assert reported == {n for n, line in enumerate(source.splitlines(), 1) if "# expect: TL005:" in line}
+    marked = marked_lines(source, "TL005")
+    assert {f.line for f in lint_source(source, [rule_by_code("TL005")]).findings} == marked
     assert bool(marked) is name.startswith("positive")
-    turns_off = any("False" in line for line in marked)
+    lines = source.splitlines()
+    turns_off = any("False" in lines[number - 1] for number in marked)
     assert _raises_leaf_flag_error(source) is turns_off

@@ -9,19 +9,17 @@ from __future__ import annotations
 
 import sys
 import types
-from pathlib import Path
 
 import pytest
 
+from conftest import fixture_sections, marked_lines
 from torchlint.engine import fix_source, lint_source
 from torchlint.rules import rule_by_code
 
 torch = pytest.importorskip("torch")
 pytestmark = pytest.mark.torch
 
-_FIXTURE = (Path(__file__).parent / "fixtures" / "TL008" / "opaque_calls.py").read_text()
-_PRELUDE, *_SECTIONS = _FIXTURE.split("\n# %% case: ")
-CASES = {section.split("\n", 1)[0]: _PRELUDE + "\n# case: " + section for section in _SECTIONS}
+CASES = fixture_sections("TL008", "opaque_calls.py")
 RULE = rule_by_code("TL008")
 
 
@@ -63,10 +61,6 @@ def _step_gradients(source: str, monkeypatch: pytest.MonkeyPatch) -> list[list[t
     return seen
 
 
-def _marked(source: str) -> set[int]:
-    return {number for number, line in enumerate(source.splitlines(), 1) if "# expect: TL008:" in line}
-
-
 def test_every_section_is_a_case() -> None:
     assert len(CASES) == 7
     assert sum(name.startswith("positive") for name in CASES) == 3
@@ -75,7 +69,7 @@ def test_every_section_is_a_case() -> None:
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_opaque_calls_agree_with_torch(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
     source = CASES[name]
-    assert {f.line for f in lint_source(source, [RULE]).findings} == _marked(source)
+    assert {f.line for f in lint_source(source, [RULE]).findings} == marked_lines(source, "TL008")
     gradients = _step_gradients(source, monkeypatch)
     assert len(gradients) >= 3
     if not name.startswith("positive"):

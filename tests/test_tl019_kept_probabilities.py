@@ -7,19 +7,17 @@ three classes), where cross-entropy of the scores themselves is near 0."""
 from __future__ import annotations
 
 import math
-from pathlib import Path
 
 import pytest
 
+from conftest import fixture_sections, marked_lines
 from torchlint.engine import lint_source
 from torchlint.rules import rule_by_code
 
 torch = pytest.importorskip("torch")
 pytestmark = pytest.mark.torch
 
-_FIXTURE = (Path(__file__).parent / "fixtures" / "TL019" / "kept_probabilities.py").read_text()
-_PRELUDE, *_SECTIONS = _FIXTURE.split("\n# %% case: ")
-CASES = {section.split("\n", 1)[0]: _PRELUDE + "\n# case: " + section for section in _SECTIONS}
+CASES = fixture_sections("TL019", "kept_probabilities.py")
 FLOOR = -math.log(math.e / (math.e + 2))
 
 
@@ -37,7 +35,7 @@ def test_every_section_is_a_case() -> None:
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_kept_probabilities_agree_with_torch(name: str) -> None:
     source = CASES[name]
-    marked = {n for n, line in enumerate(source.splitlines(), 1) if "# expect: TL019:" in line}
+    marked = marked_lines(source, "TL019")
     assert {f.line for f in lint_source(source, [rule_by_code("TL019")]).findings} == marked
     assert bool(marked) is name.startswith("positive")
     loss = _loss(source)
