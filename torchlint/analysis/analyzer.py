@@ -34,6 +34,7 @@ import libcst as cst
 from torchlint.analysis import events
 from torchlint.analysis import torch_api as api
 from torchlint.analysis.bindings import BindingState
+from torchlint.analysis.call_sites import CallSiteValues
 from torchlint.analysis.branches import ControlFlow
 from torchlint.analysis.dispatch import Dispatch, _BoundHooks
 from torchlint.analysis.evaluate import GRADIENT_TAGS, Evaluation
@@ -122,6 +123,7 @@ class Analyzer(Dispatch, Functions, BindingState, ControlFlow, GradModes, Evalua
         # Which modules values went through (``module_graph.py``), tracked once a rule asks.
         self.module_graph: ModuleGraph | None = None
         self._binding_tables: dict[int, tuple[cst.CSTNode, BindingTable]] = {}
+        self._call_site_values: CallSiteValues | None = None  # see ``value_given_call_sites``
         self._init_facts()
 
     # ------------------------------------------------------------------ rules

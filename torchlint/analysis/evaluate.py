@@ -16,7 +16,9 @@ from torchlint.analysis import summaries
 from torchlint.analysis import torch_api as api
 from torchlint.analysis.facts import ValueFacts
 from torchlint.analysis.names import dotted_name, keyword_arg, literal_bool, positional_args, through_grad
-from torchlint.analysis.values import ASSUMED_TAGS, BACKPROPAGATED, LEAF_ON_CPU, NUMBER, UNKNOWN, Kind, Value, join
+from torchlint.analysis.values import (
+    ASSUMED_TAGS, BACKPROPAGATED, LEAF_ON_A_PATH, LEAF_ON_CPU, MOVED_LEAF_ON_A_PATH, NUMBER, UNKNOWN, Kind, Value, join,
+)
 
 # Tags of a gradient (``p.grad``) and of a value computed from one (``lr * p.grad``).
 GRADIENT_TAGS = frozenset({"grad", "from-grad"})
@@ -138,6 +140,8 @@ class Evaluation(ValueFacts):
         base = self.value_of(node.value)
         if base.kind is Kind.COLLECTION:
             return base.element or UNKNOWN
+        if "softmax" in base.tags:  # `probs[:, -1]`: some of the probabilities
+            return self._derived([base], node).tagged("softmax")
         if base.is_tensor:
             return self._derived([base], node)
         if base.kind is Kind.MODULE:
@@ -281,8 +285,16 @@ class Evaluation(ValueFacts):
         return self._module_output_fact(node, module, output)
 
     def _value_of_method_call(self, node: cst.Call, func: cst.Attribute) -> Value:
-        method = func.attr.value
         receiver = self.value_of(func.value)
+        value = self._method_result(node, func, receiver)
+        if "softmax" in receiver.tags:  # `probs.unsqueeze(1).bmm(labels)`: probabilities still
+            args = [arg.value for arg in node.args if arg.keyword is None]
+            other = self.value_of(args[0]) if len(args) == 1 else None
+            value = self._probabilities_kept(value, receiver, func.attr.value, other)
+        return value
+
+    def _method_result(self, node: cst.Call, func: cst.Attribute, receiver: Value) -> Value:
+        method = func.attr.value
         if method in api.PARAMETER_ITERATORS:
             return Value(Kind.COLLECTION, node, element=Value(Kind.LEAF, node, tags=frozenset({"parameter"})))
         if method in api.NAMED_PARAMETER_ITERATORS:
@@ -308,6 +320,8 @@ class Evaluation(ValueFacts):
             # through `.data` / `.detach()` has no graph, so the result is a new leaf.
             receiver = Value(Kind.PLAIN, func.value, tags=frozenset({"detached"}))
         if not receiver.is_tensor:
+            if LEAF_ON_A_PATH in receiver.tags and self._copies_a_leaf(node, method):
+                return Value(Kind.UNKNOWN, node, tags=frozenset({MOVED_LEAF_ON_A_PATH}))
             return UNKNOWN
         if method == "detach":
             # "detach-call": cut on purpose (a no_grad result is "detached" too, by accident).
@@ -343,6 +357,13 @@ class Evaluation(ValueFacts):
             # `.to(device)`: a non-leaf copy on a GPU, the leaf itself when `device` is the CPU.
             return Value(Kind.NONLEAF, node, tags=frozenset({"device-dependent", LEAF_ON_CPU}))
         return Value(Kind.NONLEAF, node, tags=frozenset({"device-dependent"}))
+
+    def _copies_a_leaf(self, node: cst.Call, method: str) -> bool:
+        """``leaf.<method>(...)`` is a non-leaf copy, at least on a GPU (``.to(device)``, ``.cuda()``,
+        ``.double()``), unlike ``.cpu()`` / ``.float()`` / ``.to("cpu")`` of a float32 CPU tensor."""
+        if method not in api.CONVERSION_METHODS or method in api.NOOP_ON_DEFAULT_TENSOR or method == "type":
+            return False
+        return not (method == "to" and self._is_cpu_literal(node))
 
     def _only_device_given(self, node: cst.Call) -> bool:
         """``x.to(device)`` with one positional argument that is not a dtype, no keywords but

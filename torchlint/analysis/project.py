@@ -100,8 +100,9 @@ class _File:
         if self._tree is None and not self.failed:
             try:
                 self._tree = cst.parse_module(self.text)
-            except Exception:  # noqa: BLE001 - a file that does not parse tells nothing
-                self.failed = True
+            except Exception:  # noqa: BLE001 - a file that does not parse tells nothing ...
+                self._tree = _parse_salvaging(self.text)  # ... but its statements may, one by one
+                self.failed = self._tree is None
         return self._tree
 
     def analysis(self, depth: int) -> Analyzer | None:
@@ -118,7 +119,7 @@ class _File:
             return None
         from torchlint.analysis.analyzer import Analyzer
 
-        analyzer = Analyzer(tree, self.text, project=ProjectImports.of_file(self.path, depth + 1))
+        analyzer = Analyzer(tree, tree.code, project=ProjectImports.of_file(self.path, depth + 1))
         outer, session.read = session.read, {}
         try:
             analyzer.run()
@@ -138,6 +139,36 @@ class _File:
         for statement in tree.body:
             if type(statement) is cst.ClassDef and statement.name.value == name:
                 return statement
+        return None
+
+
+# A line that starts a top-level statement (not a comment, a continuation or a closing bracket).
+_TOP_LEVEL_START = re.compile(r"^[A-Za-z_@]", re.MULTILINE)
+
+
+def _parse_salvaging(text: str) -> cst.Module | None:
+    """The top-level statements of ``text`` that parse on their own, as one module: old research
+    code keeps a Python 2 ``print "..."`` in a test class next to the model class it exports.
+    None when none parses."""
+    starts = [match.start() for match in _TOP_LEVEL_START.finditer(text)]
+    kept: list[str] = []
+    decorators = ""
+    for start, end in zip(starts, [*starts[1:], len(text)]):
+        chunk = decorators + text[start:end].rstrip() + "\n"
+        if chunk.startswith("@") and text.startswith("@", start):
+            decorators = chunk  # (a decorator goes with the definition below it)
+            continue
+        decorators = ""
+        try:
+            cst.parse_module(chunk)
+        except Exception:  # noqa: BLE001 - a statement that does not parse is left out
+            continue
+        kept.append(chunk)
+    if not kept:
+        return None
+    try:
+        return cst.parse_module("".join(kept))
+    except Exception:  # noqa: BLE001
         return None
 
 

@@ -319,6 +319,17 @@ AUTOGRAD_VOCABULARY = ("Module", "Parameter", "Tensor", "Variable")
 SOFTMAX_FUNCTIONS = frozenset({"torch.softmax", "torch.nn.functional.softmax", "torch.special.softmax"})
 SOFTMAX_METHODS = frozenset({"softmax"})
 SOFTMAX_MODULES = frozenset({"torch.nn.Softmax"})
+# Methods whose result holds the same probabilities, rearranged or moved (measured: shape ops,
+# copies and conversions of a softmax output are still rows of probabilities).
+PROBABILITY_KEEPING_METHODS = frozenset({
+    "unsqueeze", "squeeze", "view", "view_as", "reshape", "reshape_as", "flatten", "permute", "transpose", "t",
+    "contiguous", "clone", "expand", "expand_as", "to", "cuda", "cpu", "float", "double", "half",
+})
+# Matrix products: probabilities times a tensor that carries no graph (one-hot labels, a label
+# distribution) are mixtures of its rows, probabilities again (Matching Networks' attention over
+# the support labels).  Times a tensor that requires grad (attention over value vectors) they are not.
+LABEL_MIXING_METHODS = frozenset({"bmm", "matmul", "mm"})
+LABEL_MIXING_FUNCTIONS = frozenset({"torch.bmm", "torch.matmul", "torch.mm"})
 # What the log-space counterpart of each softmax spelling is called (last name component).
 LOG_SOFTMAX_NAME = "log_softmax"
 # Containers whose output is their last layer's output.

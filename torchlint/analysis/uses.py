@@ -408,21 +408,28 @@ class ValueFlow:
     def _follow_names(self, todo: list[tuple[str, int, bool, bool]], uses: list[Use],
                       max_names: int) -> list[Use] | None:
         """``todo``: (name, followed after this order, needs tensor, through an unknown call)."""
-        seen: set[str] = set()
+        # name -> the earliest order it was followed from: a name bound again earlier (the
+        # same name bound in two loops, reached from the later binding first) is followed
+        # again for the references between the two bindings.
+        seen: dict[str, int] = {}
         while todo:
             name, after, needs, unknown = todo.pop()
-            if name in seen:
+            followed_from = seen.get(name)
+            if followed_from is not None and followed_from <= after:
                 continue
-            seen.add(name)
-            if len(seen) > max_names:
-                return None
-            if name.split(".")[0] in self._parameters():
-                # A parameter's value (or what is stored on it: `strategy.loss += penalty`)
-                # belongs to the caller, who sees every change made to it.
-                uses.append(Use(Sink.ESCAPES, self.region, needs, unknown))
+            if followed_from is None:
+                seen[name] = after
+                if len(seen) > max_names:
+                    return None
+                if name.split(".")[0] in self._parameters():
+                    # A parameter's value (or what is stored on it: `strategy.loss += penalty`)
+                    # belongs to the caller, who sees every change made to it.
+                    uses.append(Use(Sink.ESCAPES, self.region, needs, unknown))
+            seen[name] = after
             for reference in self._references_of(name):
-                if self._order.get(id(reference), 0) <= after:
-                    continue  # an alias is followed from where it is bound on
+                order = self._order.get(id(reference), 0)
+                if order <= after or (followed_from is not None and order > followed_from):
+                    continue  # an alias is followed from where it is bound on (once)
                 uses.append(self._walk(reference, needs, unknown, todo))
         return uses
 
@@ -511,7 +518,13 @@ class ValueFlow:
             if parent.keyword is child:
                 return _Step(Sink.DROPPED)  # f(total=...) names a parameter
             call = self._parents.get(id(parent))
-            return self._argument_step(call, child) if isinstance(call, cst.Call) else _Step(Sink.ESCAPES)
+            if not isinstance(call, cst.Call):
+                return _Step(Sink.ESCAPES)
+            step = self._argument_step(call, child)
+            if step.unknown_call and parent.keyword is not None:
+                # `tqdm(loader, total=n)`: an unseen call keeps an option, it does not return it
+                return _Step(Sink.ESCAPES)
+            return step
         if kind in (cst.Assign, cst.AnnAssign, cst.AugAssign):
             return self._assignment_step(parent, child)
         if kind is cst.For or kind is cst.CompFor:
