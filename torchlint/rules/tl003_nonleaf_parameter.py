@@ -5,7 +5,7 @@ from __future__ import annotations
 import libcst as cst
 
 from torchlint import fixes
-from torchlint.analysis.names import names_in
+from torchlint.analysis.names import names_in, root_name
 from torchlint.analysis import Kind, dotted_name, keyword_arg
 from torchlint.analysis.events import EventKind
 from torchlint.analysis.uses import references
@@ -81,7 +81,9 @@ class NonleafParameter(Rule):
         finding = (value, self.ctx.statement, self._creation_fix(value, creation))
         if self.ctx.qualify(creation.func) == PARAMETER:
             # An nn.Parameter is meant to be trained; the op turned it into a plain tensor.
-            if not _repeats_inner_moves(value, creation):
+            if not _repeats_inner_moves(value, creation) and not (
+                _only_moves(value, creation) and self._made_from_module_tensors(creation)
+            ):
                 self._report_creation(*finding)
         else:
             # Reported once used as a leaf (`.grad` read, handed to an optimizer), else at the
@@ -89,6 +91,22 @@ class NonleafParameter(Rule):
             # accepts a non-leaf input (learn2learn's CAVIA context tensor), or is a starting
             # value later rebound (a loss sum).
             self._unused_creations[key] = finding
+
+    def _made_from_module_tensors(self, creation: cst.Call) -> bool:
+        """``nn.Parameter(self.weight * old / new).to(**self.tpdv)`` (PopArt's rescaling): the data
+        is computed from tensors the object already holds, which live where the module's forward
+        uses them, i.e. on the device the move targets -- the move is then a no-op (the Parameter
+        itself).  Whether it is cannot be known statically, so stay silent; a fresh factory
+        inside (``torch.Tensor(n)``, on the CPU) keeps it reported."""
+        if not creation.args:
+            return False
+        reads_self = False
+        for node in _subtree(creation.args[0].value):
+            if type(node) is cst.Call and self._factory(node) is not None:  # type: ignore[arg-type]
+                return False
+            if type(node) is cst.Attribute and root_name(node) == "self":  # type: ignore[arg-type]
+                reads_self = True
+        return reads_self
 
     def _report_creation(self, value: cst.BaseExpression, statement: cst.CSTNode | None, fix) -> None:
         self.report(
@@ -343,6 +361,12 @@ def _repeats_inner_moves(value: cst.BaseExpression, creation: cst.Call) -> bool:
     inner = _conversion_chain(creation.args[0].value if creation.args else None)
     outer = _conversion_chain(value, stop=creation)
     return bool(outer) and all(any(_same_conversion(call, done) for done in inner) for call in outer)
+
+
+def _only_moves(value: cst.BaseExpression, creation: cst.Call) -> bool:
+    """Everything applied to ``creation`` in ``value`` is a device/dtype conversion."""
+    chain = _conversion_chain(value, stop=creation)
+    return bool(chain) and chain[-1].func.value is creation  # type: ignore[attr-defined]
 
 
 def _conversion_chain(node: cst.BaseExpression | None, stop: cst.CSTNode | None = None) -> list[cst.Call]:
