@@ -43,6 +43,12 @@ BACKPROPAGATED = "backpropagated"
 # the CPU (measured: ``t.to(torch.device("cpu")) is t``).
 LEAF_ON_CPU = "leaf-on-cpu"
 
+# Tag of a NONLEAF view (``b = w.view(2, -1)``, ``w[0]``, ``w.t()``) of a leaf that requires grad,
+# made in grad mode: an in-place op on it raises like one on the leaf itself (measured).
+VIEW_OF_LEAF = "view-of-leaf"
+# Tag of an UNKNOWN element of a module's submodule container (``for mi in m.m``, ``for c in
+# self.convs``): its ``weight``/``bias`` is a parameter, as one reached by attributes is.
+SUBMODULE_ELEMENT = "submodule-element"
 
 @dataclass(frozen=True, eq=False)
 class Value:
