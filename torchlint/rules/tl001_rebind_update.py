@@ -86,8 +86,8 @@ class RebindUpdate(Rule):
         attr = key[len("self."):]
         init = cls.method("__init__")
         moved = self._registered_in(init.node, key) if init is not None else None
-        if moved is None or not self._plain_tensor(value):
-            return
+        if moved is None or self._registered_by(value) is not None or not self._plain_tensor(value):
+            return  # (`nn.Parameter(...)`, moved or not: on the CPU it assigns a Parameter)
         where = ""
         if moved:
             where = (" on the CPU, where `.to(...)` of the `nn.Parameter(...)` `__init__` assigns is the registered "
