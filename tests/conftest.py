@@ -23,6 +23,18 @@ def expected_findings(source: str) -> set[tuple[int, int | None, str]]:
     return expected
 
 
+def fixture_sections(code: str, filename: str) -> dict[str, str]:
+    """The ``# %% case: <name>`` sections of ``tests/fixtures/<code>/<filename>``, each as a whole
+    program: the set-up before the first section, then the section (name -> source)."""
+    prelude, *sections = (FIXTURES / code / filename).read_text().split("\n# %% case: ")
+    return {section.split("\n", 1)[0]: prelude + "\n# case: " + section for section in sections}
+
+
+def marked_lines(source: str, code: str) -> set[int]:
+    """The lines of ``source`` with a ``# expect: <code>:`` annotation."""
+    return {number for number, line in enumerate(source.splitlines(), 1) if f"# expect: {code}:" in line}
+
+
 @pytest.fixture
 def root() -> Path:
     return ROOT

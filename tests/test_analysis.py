@@ -316,3 +316,49 @@ def test_comprehensions_hold_what_their_element_gives_with_the_targets_bound() -
 )
 def test_requires_grad_on_a_graph_free_copy_of_an_unknown_tensor_is_a_leaf(expr: str, kind: Kind) -> None:
     assert kinds(f"import torch\np = make()\nreveal({expr})\n") == [kind]
+
+
+def test_a_leaf_on_some_path_survives_joins_and_moves() -> None:
+    source = """
+    import torch
+    if learn:
+        w = torch.zeros(3, requires_grad=True)
+    elif other:
+        w = fixed
+    else:
+        w = loaded()
+    reveal(w)
+    reveal(w.to(device))
+    reveal(w.cpu())
+    v = fixed if flag else loaded()
+    reveal(v)
+    """
+    assert tags(source) == [
+        frozenset({"leaf-on-a-path"}), frozenset({"moved-leaf-on-a-path"}), frozenset(), frozenset()]
+
+
+def test_values_given_call_sites_of_a_method_called_by_a_later_method() -> None:
+    module = cst.parse_module(textwrap.dedent("""
+        import torch.nn as nn
+        gen = nn.Linear(2, 2)
+        class T:
+            def mix(self, real, fake):
+                reveal((real + fake) / 2)
+            def step(self, x):
+                self.mix(x, gen(x))
+        """))
+    analyzer = Analyzer(module, module.code)
+    asked: list = []
+
+    class Ask(Rule):
+        code, name, summary = "TL999", "probe", "probe"
+
+        def visit_Call(self, node: cst.Call) -> None:
+            if isinstance(node.func, cst.Name) and node.func.value == "reveal":
+                asked.append((self.ctx.value_of(node.args[0].value), self.ctx.value_given_call_sites(node.args[0].value)))
+
+    analyzer.attach([Ask(analyzer, [], RuleOptions())])
+    analyzer.run()
+    (now, later), = asked
+    assert now.kind is Kind.UNKNOWN  # analysed before `step`, its only caller
+    assert later is not None and later().kind is Kind.NONLEAF

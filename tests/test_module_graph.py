@@ -78,6 +78,19 @@ def test_forwards(source: str, expected: list[object]) -> None:
         ("params = list(G.parameters())\nopt = torch.optim.Adam(params)\nupdates(opt)", [["G"]]),
         ("w = torch.zeros(3, requires_grad=True)\nopt = torch.optim.SGD([w], lr=0.1)\nupdates(opt)", [[]]),
         ("def train(opt):\n    updates(opt)\ntrain(None)", [None]),  # handed in: not known
+        # every call hands it an optimizer of a model passed beside it: that model, in the callee's terms
+        # (asked only of a function whose text steps)
+        ("def fit(model, opt):\n    opt.step()\n    updates(opt)\nfit(G, torch.optim.SGD(G.parameters(), lr=1))\n"
+         "o = torch.optim.SGD(net.enc.parameters(), lr=1)\nfit(net, o)", [["model", "model.enc"]]),
+        ("def fit(model, opt):\n    opt.step()\n    updates(opt)\nfit(G, torch.optim.SGD(D.parameters(), lr=1))", [[]]),
+        ("def fit(model, opt):\n    opt.step()\n    updates(opt)\nfit(G, torch.optim.SGD(G.parameters(), lr=1))\n"
+         "fit(G, o)", [None]),  # one call hands something not known
+        # a factory's optimizer: the other names it returns, but not one with an optimizer of its own
+        ("enc, dec, opt = make_model()\nopt.zero_grad()\nupdates(opt)", [["dec", "enc"]]),
+        ("enc, dec, opt = make_model()\nopt.step()\nopt_d = torch.optim.SGD(dec.parameters())\nupdates(opt)",
+         [["enc"]]),
+        ("model, opt, sched = make_model()\nopt.step()\nsched.step()\nupdates(opt)", [None]),  # two stepped
+        ("enc, opt = make_model()\nopt.step()\nopt = make_opt()\nupdates(opt)", [[]]),  # rebound (as `make_opt()`)
         ("""\
 class Trainer:
     def __init__(self, optimizer_class=torch.optim.Adam):
@@ -87,6 +100,23 @@ class Trainer:
     def train(self):
         updates(self.qf_optimizer)
 """, [["self.qf"]]),
+        # built from a local the method stored on self: the attribute (not when stored twice)
+        ("""\
+class GAN(nn.Module):
+    def __init__(self):
+        gen, dis = make_model(), make_model()
+        self.add_module("gen", gen)
+        self.dis = dis
+        net = make_model()
+        self.a = net
+        self.b = net
+        self.opt = torch.optim.Adam(list(gen.parameters()) + list(dis.parameters()))
+        self.opt_net = torch.optim.Adam(net.parameters())
+
+    def train(self):
+        updates(self.opt)
+        updates(self.opt_net)
+""", [["self.dis", "self.gen"], ["net"]]),
     ],
 )
 def test_optimized_modules(source: str, expected: list[object]) -> None:
@@ -132,6 +162,41 @@ class Pair(nn.Module):
     def later(self):
         forwards(self.fake)
 """, [["G"], ["G"]]),
+        # a method without backward or step: what it returns is made again at each call
+        ("""\
+class Agent:
+    def __init__(self):
+        self.q = make_model()
+        self.q.train()
+
+    def loss(self, s):
+        return self.q(s).mean()
+
+    def update(self, s):
+        first = self.loss(s)
+        second = self.loss(s)
+        forwards(first)
+        forwards(second)
+""", [["self.q"], ["self.q"]]),
+        # a parameter of a method the file never calls: what one other method returns by that name
+        ("""\
+D.train()
+
+class Model(nn.Module):
+    def process(self, z):
+        fake = G(z)
+        gen_loss = D.adv(fake)
+        dis_loss = D.adv(fake.detach())
+        return fake, gen_loss, dis_loss
+
+    def other(self):
+        dis_loss = lin(x)
+        return dis_loss
+
+    def backward(self, gen_loss, dis_loss, fake):
+        forwards(gen_loss)
+        forwards(dis_loss)
+""", [["D", "G"], []]),
     ],
 )
 def test_forwards_across_calls(source: str, expected: list[object]) -> None:

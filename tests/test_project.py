@@ -186,3 +186,17 @@ def test_cache_entry_is_stale_when_the_sibling_changes(tmp_path: Path) -> None:
     assert run() == []
     sibling.write_text(SOFTMAX_MODEL)
     assert run() == [("TL019", 12)]
+
+
+def test_a_sibling_with_python_2_statements_still_tells_about_its_classes(tmp_path: Path) -> None:
+    # Old research code: the model class parses, the test class next to it does not (Python 2).
+    python2_tail = '\n\nclass NetTest:\n    def test(self):\n        print "forward is a softmax"\n'
+    decorated = SOFTMAX_MODEL.replace("class Net(Base):", "@some_registry\nclass Net(Base):")
+    _write(tmp_path, {
+        "network.py": decorated + python2_tail,
+        "main.py": TRAIN_SCRIPT.format(imports="import network as net", model="net.Net()"),
+        "logits.py": LOGITS_MODEL + python2_tail,
+        "main_logits.py": TRAIN_SCRIPT.format(imports="from logits import Net", model="Net()"),
+    })
+    assert _codes(tmp_path / "main.py") == [("TL019", 12)]
+    assert _codes(tmp_path / "main_logits.py") == []

@@ -19,7 +19,7 @@ from collections.abc import Callable
 
 import pytest
 
-from torchlint.rules.tl007_saved_tensor_inplace import OUT_OF_PLACE_TWINS, TORCH_INPLACE_FUNCTIONS
+from torchlint.analysis.torch_api import OUT_OF_PLACE_TWINS, TORCH_INPLACE_FUNCTIONS
 from torchlint.saved_tensors import (
     BOTH,
     DIVISOR,

@@ -12,21 +12,29 @@ from test_tl007_modules_and_steps import _check
 
 pytest.importorskip("torch")
 
-_FIXTURE = (Path(__file__).parent / "fixtures" / "TL007" / "call_effects.py").read_text()
-_PRELUDE, *_SECTIONS = _FIXTURE.split("\n# %% case: ")
+_FIXTURES = Path(__file__).parent / "fixtures" / "TL007"
 
 
-def _program(section: str) -> tuple[str, bool]:
-    lines = [line.split("  # expect: TL007:")[0] + "  # M4" if "# expect: TL007:" in line else line
-             for line in section.splitlines()]
-    return _PRELUDE + "\n# case: " + "\n".join(lines) + "\n", section.startswith("positive")
+def fixture_cases(name: str) -> dict[str, tuple[str, bool]]:
+    """The ``# %% case: <name>`` sections of tests/fixtures/TL007/``name``: section name -> (the
+    set-up and the section as one program with ``# M4`` on the expected lines, whether it is a
+    positive)."""
+    prelude, *sections = (_FIXTURES / name).read_text().split("\n# %% case: ")
+    cases = {}
+    for section in sections:
+        lines = [line.split("  # expect: TL007:")[0] + "  # M4" if "# expect: TL007:" in line else line
+                 for line in section.splitlines()]
+        cases[section.split("\n", 1)[0]] = (prelude + "\n# case: " + "\n".join(lines) + "\n",
+                                            section.startswith("positive"))
+    assert len(cases) == len(sections), "two sections of one name"
+    return cases
 
 
-CASES = {section.split("\n", 1)[0]: _program(section) for section in _SECTIONS}
+CASES = fixture_cases("call_effects.py")
 
 
 def test_every_section_is_a_case() -> None:
-    assert len(CASES) == len(_SECTIONS) == 7
+    assert len(CASES) == 7
     assert sum(raises for _, raises in CASES.values()) == 3
 
 

@@ -130,3 +130,29 @@ def test_follow_value_stops_at_arithmetic_with_a_rejected_operand() -> None:
     assert Sink.BACKWARD in {use.sink for use in flow.follow_value(reduction) or []}
     rejected = flow.follow_value(reduction, combines=lambda operand: False)
     assert [use.sink for use in rejected or []] == [Sink.DROPPED]
+
+
+def test_a_name_bound_again_later_is_followed_from_its_earlier_binding_too() -> None:
+    # `acc` reaches `loss` bound in the first loop; the second loop binds `loss` again, and the
+    # walk reaches that binding first: the first loop's `loss.backward()` is still a use
+    source = """\
+        acc = []
+        for x in xs:
+            loss = criterion(acc, x)
+            loss.backward()
+        for x in xs:
+            loss = criterion(acc, x)
+            print(loss)
+        """
+    assert ("backward", False) in sinks(source)
+
+
+def test_a_keyword_argument_of_an_unseen_call_does_not_reach_its_result() -> None:
+    # `tqdm(loader, total=n)` keeps its option; what it yields is the loader's
+    source = """\
+        acc = 3
+        for x in tqdm(loader, total=acc):
+            x.backward()
+        """
+    assert sinks(source) == [("escapes", False)]
+    assert sinks("acc = 3\nfor x in tqdm(acc):\n    x.backward()\n")[-1] == ("backward", False)

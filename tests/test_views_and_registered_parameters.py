@@ -7,11 +7,10 @@ negative section runs and is not reported."""
 
 from __future__ import annotations
 
-import re
 import warnings
-from pathlib import Path
 
 import pytest
+from conftest import fixture_sections, marked_lines
 
 from torchlint.engine import fix_source, lint_source
 from torchlint.rule import FixStyle, RuleOptions
@@ -20,7 +19,6 @@ from torchlint.rules import rule_by_code
 pytest.importorskip("torch")
 pytestmark = pytest.mark.torch
 
-_FIXTURES = Path(__file__).parent / "fixtures"
 # The error each rule's positive sections raise (measured with torch 2.13.0+cpu).
 _ERRORS = {
     "TL002": (RuntimeError, "a view of a leaf Variable that requires grad is being used in an in-place operation"),
@@ -29,8 +27,7 @@ _ERRORS = {
 
 
 def _sections(code: str, fixture: str) -> dict[str, tuple[str, str]]:
-    prelude, *sections = (_FIXTURES / code / fixture).read_text().split("\n# %% case: ")
-    return {f"{code}: {section.split(chr(10), 1)[0]}": (code, prelude + "\n# case: " + section) for section in sections}
+    return {f"{code}: {name}": (code, source) for name, source in fixture_sections(code, fixture).items()}
 
 
 CASES = {**_sections("TL002", "views.py"), **_sections("TL001", "registered_parameters.py")}
@@ -50,10 +47,6 @@ def _reported(source: str, code: str) -> set[int]:
     return {finding.line for finding in lint_source(source, [rule_by_code(code)]).findings}
 
 
-def _expected(source: str, code: str) -> set[int]:
-    return {n for n, line in enumerate(source.splitlines(), 1) if re.search(rf"# expect: {code}:\d+", line)}
-
-
 def test_every_section_is_a_case() -> None:
     assert sum(name.startswith("TL002") for name in CASES) == 7
     assert sum(name.startswith("TL001") for name in CASES) == 6
@@ -69,8 +62,8 @@ def test_findings_agree_with_torch(name: str) -> None:
         assert isinstance(error, kind) and message in str(error), error
     else:
         assert error is None, error
-    assert bool(_expected(source, code)) is positive
-    assert _reported(source, code) == _expected(source, code)
+    assert bool(marked_lines(source, code)) is positive
+    assert _reported(source, code) == marked_lines(source, code)
 
 
 @pytest.mark.parametrize("style", [FixStyle.DATA, FixStyle.NO_GRAD])

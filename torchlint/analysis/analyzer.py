@@ -34,6 +34,7 @@ import libcst as cst
 from torchlint.analysis import events
 from torchlint.analysis import torch_api as api
 from torchlint.analysis.bindings import BindingState
+from torchlint.analysis.call_sites import CallSiteValues
 from torchlint.analysis.branches import ControlFlow
 from torchlint.analysis.dispatch import Dispatch, _BoundHooks
 from torchlint.analysis.evaluate import GRADIENT_TAGS, Evaluation
@@ -122,6 +123,7 @@ class Analyzer(Dispatch, Functions, BindingState, ControlFlow, GradModes, Evalua
         # Which modules values went through (``module_graph.py``), tracked once a rule asks.
         self.module_graph: ModuleGraph | None = None
         self._binding_tables: dict[int, tuple[cst.CSTNode, BindingTable]] = {}
+        self._call_site_values: CallSiteValues | None = None  # see ``value_given_call_sites``
         self._init_facts()
 
     # ------------------------------------------------------------------ rules
@@ -239,6 +241,27 @@ class Analyzer(Dispatch, Functions, BindingState, ControlFlow, GradModes, Evalua
         if isinstance(found, ProjectClass) and found.is_module:
             return Value(Kind.MODULE, node, cls=found.info())
         return Value(Kind.UNKNOWN, node)
+
+    def made_project_objects(self) -> bool:
+        """Some call so far made an object of a sibling file's class or function."""
+        return bool(self._project_makers)
+
+    def method_definition(self, call: cst.Call) -> cst.FunctionDef | None:
+        """The ``def`` that ``receiver.method(...)`` runs, when the receiver is an instance of a
+        class of this file or of a sibling file (``project.py``)."""
+        func = call.func
+        if type(func) is not cst.Attribute:
+            return None
+        receiver = self.value_of(func.value)  # type: ignore[attr-defined]
+        name = func.attr.value  # type: ignore[attr-defined]
+        if receiver.cls is not None and receiver.cls.node is not None:
+            info = receiver.cls.method(name)
+            return info.node if info is not None else None
+        origin = receiver.origin
+        maker = self._project_makers.get(id(origin)) if origin is not None else None
+        if maker is None or maker[0] is not origin or not isinstance(maker[1], ProjectClass):
+            return None
+        return maker[1].method_node(name)
 
     def step_may_zero_gradients(self, optimizer: cst.BaseExpression) -> bool:
         """``optimizer`` was made by a class or function of a sibling file whose ``step``

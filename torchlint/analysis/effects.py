@@ -26,8 +26,9 @@ whose text backpropagates or steps are analysed, and only where the caller has a
 site for their effects to meet (not ``main()``) and the call connects to the caller's graph (a
 method, a result used, an argument with a graph), and the methods ``__init__`` calls that hand
 parameters over (what they build: optimizers, modules); a call of another method makes the ``self.*``
-attributes it assigns fresh: new forwards, at the call, of the modules those attributes went
-through where the file's analysis saw them bound (``forward()`` run again after a step).
+attributes it assigns, and what it returns, fresh: new forwards, at the call, of the modules those
+attributes went through where the file's analysis saw them bound, and of those its ``return``
+statements returned (``forward()`` run again after a step; ``policy_loss = self.get_p_loss(s)``).
 Depth is bounded; recursion answers nothing.
 """
 

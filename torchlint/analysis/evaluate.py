@@ -17,7 +17,8 @@ from torchlint.analysis import torch_api as api
 from torchlint.analysis.facts import ValueFacts
 from torchlint.analysis.names import dotted_name, keyword_arg, literal_bool, positional_args, through_grad
 from torchlint.analysis.values import (
-    ASSUMED_TAGS, BACKPROPAGATED, LEAF_ON_CPU, NUMBER, SUBMODULE_ELEMENT, UNKNOWN, VIEW_OF_LEAF, Kind, Value, join,
+    ASSUMED_TAGS, BACKPROPAGATED, LEAF_ON_A_PATH, LEAF_ON_CPU, MOVED_LEAF_ON_A_PATH, NUMBER, SUBMODULE_ELEMENT, UNKNOWN,
+    VIEW_OF_LEAF, Kind, Value, join,
 )
 
 # Tags of a gradient (``p.grad``) and of a value computed from one (``lr * p.grad``).
@@ -39,6 +40,17 @@ class Evaluation(ValueFacts):
         """What a name or dotted ``self.w`` key holds at the current point."""
         found = self.scope.lookup(key)
         return found if found is not None else UNKNOWN
+
+    def builtin_module(self, value: Value) -> tuple[str, cst.Call] | None:
+        """(the class name, the constructor call) of a module built from a ``torch.nn`` class
+        (``nn.ReLU(inplace=True)``); None for any other value."""
+        origin = value.origin
+        if value.kind is not Kind.MODULE or value.cls is not None or type(origin) is not cst.Call:
+            return None
+        qualified = self.qualify(origin.func) or ""  # type: ignore[attr-defined]
+        if not qualified.startswith("torch.nn.") or qualified.count(".") != 2:
+            return None
+        return qualified.rsplit(".", 1)[-1], origin  # type: ignore[return-value]
 
     def mentions_gradient(self, node: cst.CSTNode) -> bool:
         """Whether ``node`` reads a gradient: a ``.grad`` attribute, or a name or element
@@ -133,6 +145,8 @@ class Evaluation(ValueFacts):
         base = self.value_of(node.value)
         if base.kind is Kind.COLLECTION:
             return base.element or UNKNOWN
+        if "softmax" in base.tags:  # `probs[:, -1]`: some of the probabilities
+            return self._derived([base], node).tagged("softmax")
         if base.is_tensor:
             result = self._derived([base], node)
             return _as_view(base, result) if self._is_basic_index(node) else result
@@ -293,8 +307,16 @@ class Evaluation(ValueFacts):
         return self._module_output_fact(node, module, output)
 
     def _value_of_method_call(self, node: cst.Call, func: cst.Attribute) -> Value:
-        method = func.attr.value
         receiver = self.value_of(func.value)
+        value = self._method_result(node, func, receiver)
+        if "softmax" in receiver.tags:  # `probs.unsqueeze(1).bmm(labels)`: probabilities still
+            args = [arg.value for arg in node.args if arg.keyword is None]
+            other = self.value_of(args[0]) if len(args) == 1 else None
+            value = self._probabilities_kept(value, receiver, func.attr.value, other)
+        return value
+
+    def _method_result(self, node: cst.Call, func: cst.Attribute, receiver: Value) -> Value:
+        method = func.attr.value
         if method in api.PARAMETER_ITERATORS:
             return Value(Kind.COLLECTION, node, element=Value(Kind.LEAF, node, tags=frozenset({"parameter"})))
         if method in api.NAMED_PARAMETER_ITERATORS:
@@ -320,6 +342,8 @@ class Evaluation(ValueFacts):
             # through `.data` / `.detach()` has no graph, so the result is a new leaf.
             receiver = Value(Kind.PLAIN, func.value, tags=frozenset({"detached"}))
         if not receiver.is_tensor:
+            if LEAF_ON_A_PATH in receiver.tags and self._copies_a_leaf(node, method):
+                return Value(Kind.UNKNOWN, node, tags=frozenset({MOVED_LEAF_ON_A_PATH}))
             return UNKNOWN
         if method == "detach":
             # "detach-call": cut on purpose (a no_grad result is "detached" too, by accident).
@@ -356,6 +380,13 @@ class Evaluation(ValueFacts):
             # `.to(device)`: a non-leaf copy on a GPU, the leaf itself when `device` is the CPU.
             return Value(Kind.NONLEAF, node, tags=frozenset({"device-dependent", LEAF_ON_CPU}))
         return Value(Kind.NONLEAF, node, tags=frozenset({"device-dependent"}))
+
+    def _copies_a_leaf(self, node: cst.Call, method: str) -> bool:
+        """``leaf.<method>(...)`` is a non-leaf copy, at least on a GPU (``.to(device)``, ``.cuda()``,
+        ``.double()``), unlike ``.cpu()`` / ``.float()`` / ``.to("cpu")`` of a float32 CPU tensor."""
+        if method not in api.CONVERSION_METHODS or method in api.NOOP_ON_DEFAULT_TENSOR or method == "type":
+            return False
+        return not (method == "to" and self._is_cpu_literal(node))
 
     def _only_device_given(self, node: cst.Call) -> bool:
         """``x.to(device)`` with one positional argument that is not a dtype, no keywords but

@@ -91,6 +91,11 @@ class ValueFacts:
         """The value of a torch call these facts know better than the generic rules, or None."""
         if qualified in api.SOFTMAX_FUNCTIONS:
             return self._softmax_of([self.value_of(a.value) for a in node.args if a.keyword is None], node)
+        if qualified in api.LABEL_MIXING_FUNCTIONS:
+            operands = [self.value_of(a.value) for a in node.args if a.keyword is None]
+            if len(operands) == 2:
+                value = self._derived(operands, node)
+                return self._probabilities_kept(value, operands[0], "matmul", operands[1])
         if qualified in api.COPY_CONSTRUCTORS:
             return self._copy_value(node)
         if qualified in api.SHARING_CONSTRUCTORS:
@@ -112,6 +117,17 @@ class ValueFacts:
 
     def _softmax_of(self, inputs: list[Value], node: cst.CSTNode) -> Value:
         return self._derived(inputs, node).tagged("softmax")
+
+    def _probabilities_kept(self, value: Value, receiver: Value, method: str, other: Value | None) -> Value:
+        """``value`` (what ``receiver.<method>(other)`` gives) tagged "softmax" when the receiver
+        is probabilities and the op keeps them so (``torch_api.PROBABILITY_KEEPING_METHODS``,
+        ``LABEL_MIXING_METHODS`` with an operand that carries no graph)."""
+        if "softmax" not in receiver.tags or "softmax" in value.tags:
+            return value
+        if method in api.PROBABILITY_KEEPING_METHODS or (
+                method in api.LABEL_MIXING_METHODS and other is not None and not other.requires_grad):
+            return value.tagged("softmax")
+        return value
 
     def _copy_value(self, node: cst.Call) -> Value | None:
         """``torch.tensor(data)``: a new tensor without history.  It has no graph when its data

@@ -107,6 +107,8 @@ class Flow:
         self._places: dict[int, Place] = {}
         # (order, leaves the body): a break/continue in a nested loop only leaves that loop.
         self._exits: list[tuple[int, bool]] = []
+        # The statements that open frames (``if``, loops, ``try`` ...), by id: the node behind a frame.
+        self._framing: dict[int, cst.CSTNode] = {}
         body = root.body if isinstance(root, (*_LOOPS, cst.FunctionDef)) else root
         self._index(body)
 
@@ -134,6 +136,7 @@ class Flow:
                     frame = _frame(node, name)
                     if frame is not None:
                         inner = frames + (frame,)
+                        self._framing[frame.node_id] = node
                 if type(value) in (tuple, list):
                     pending.extend((item, inner) for item in value if type(item) not in skipped)
                 elif type(value) not in skipped:
@@ -181,6 +184,12 @@ class Flow:
             if fa != fb:
                 return fa.node_id if fa.node_id == fb.node_id else None
         return None
+
+    def separating_node(self, a: cst.CSTNode, b: cst.CSTNode) -> cst.CSTNode | None:
+        """The statement (``if``, ``match``, ``try`` ...) in whose different branches ``a`` and
+        ``b`` sit (see ``exclusive``), or None."""
+        statement = self.separating_statement(a, b)
+        return self._framing.get(statement) if statement is not None else None
 
     def between(self, node: cst.CSTNode, a: cst.CSTNode, b: cst.CSTNode) -> bool:
         """``node`` may run after ``a`` and before ``b`` (source order, within one pass)."""

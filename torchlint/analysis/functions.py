@@ -12,12 +12,14 @@ rule-less analyzer made with ``for_summary``.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import libcst as cst
 
 from torchlint import interrupt
 from torchlint.analysis import summaries
+from torchlint.analysis.call_sites import CallSiteValues
 from torchlint.analysis.names import dotted_name
 from torchlint.analysis.scopes import UNKNOWN_MODE, ClassInfo, FunctionInfo, Scope
 from torchlint.analysis.values import UNKNOWN, Kind, Value, join
@@ -303,6 +305,20 @@ class Functions:
                     graph.note_return(node.value)  # an effects analysis (``effects.py``)
             return
         self._note_return(node)  # the file's own analysis: what each function returns (facts.py)
+        if self.module_graph is not None and node.value is not None:
+            self.module_graph.note_return(node.value)  # what a call of it makes again (module_graph.py)
+
+    def value_given_call_sites(self, node: cst.BaseExpression) -> Callable[[], Value | None] | None:
+        """What ``node`` (being visited, in a function) holds when the function's parameters are
+        bound to what every call site in the file passes: a question to ask once the file is
+        analysed (a method is analysed before the later methods that call it), answered None
+        when the call sites do not agree or are not all seen (``call_sites.py``)."""
+        function = self.function
+        if function is None or self._summarising is not None:
+            return None
+        if self._call_site_values is None:
+            self._call_site_values = CallSiteValues(self)
+        return self._call_site_values.ask(function, node)
 
     def arguments_passed(self, call: cst.Call, callee: FunctionInfo) -> dict[str, Value] | None:
         """Parameter name -> the value this call passes for it (None when ``*args`` /

@@ -374,6 +374,9 @@ class _LoopInterpreter:
             method = func.attr.value
             receiver_key = dotted_name(func.value)
             receiver = self._eval(run, func.value, volatile, grad)
+            stored = self._module_attribute(run, func, volatile) if receiver.kind == UNKNOWN else None
+            if stored is not None:  # `self.G(x)`: a module kept on an object
+                return self._module_call(call, stored, args, grad, run.iteration)
             if receiver.kind == MODULE:
                 if method == "forward":
                     return self._module_call(call, receiver, args, grad, run.iteration)
@@ -398,10 +401,23 @@ class _LoopInterpreter:
         callee = self._eval(run, func, volatile, grad)
         if callee.kind == MODULE:
             return self._module_call(call, callee, args, grad, run.iteration)
-        if isinstance(func, cst.Name) and func.value in ("float", "int", "len", "bool", "print", "range"):
+        if isinstance(func, cst.Name) and func.value in api.GRAPH_FREE_RESULT_BUILTINS:
             return S_NONE
         self._unknown_call_effects(run, call)
         return S_UNKNOWN
+
+    def _module_attribute(self, run: _Run, func: cst.Attribute, volatile: set[str]) -> _Sym | None:
+        """``self.G`` of ``self.G(x)`` when it holds a module (None: not known to)."""
+        key = dotted_name(func)
+        if key is None:
+            return None
+        if key in run.env:
+            value = run.env[key]
+        elif self.ctx.value_of(func).kind is Kind.MODULE:
+            value = self._pre(key, volatile, run.depth)
+        else:
+            return None
+        return value if value.kind == MODULE else None
 
     def _unknown_call_effects(self, run: _Run, call: cst.Call) -> None:
         """Code we cannot see may change (``detach_()``) what it is handed."""
@@ -468,10 +484,8 @@ class _LoopInterpreter:
             result = S_LEAF if "assumed-leaf" not in value.tags else S_UNKNOWN
         elif value.kind in (Kind.PLAIN, Kind.NUMBER):
             result = S_NONE
-        elif value.kind is Kind.MODULE and value.cls is None and isinstance(value.origin, cst.Call):
-            qualified = self.ctx.qualify(value.origin.func) or ""
-            if qualified.startswith("torch.nn.") and qualified.count(".") == 2:
-                result = _Sym(MODULE, module=qualified.rsplit(".", 1)[-1])
+        elif value.kind is Kind.MODULE and (built := self.ctx.builtin_module(value)) is not None:
+            result = _Sym(MODULE, module=built[0])
         elif value.kind is Kind.NONLEAF and isinstance(value.origin, cst.BaseExpression) and depth < _MAX_PRELOOP_DEPTH:
             result = self._eval(_Run(0, {}, depth + 1), value.origin, volatile, True)
             if result.kind != GRAD:

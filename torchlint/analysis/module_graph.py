@@ -10,8 +10,10 @@ and code under ``no_grad`` cut the graph, so they carry none.
 Which modules an optimizer updates is read from what it was built from:
 ``Adam(M.parameters())``, ``params=M.sub.parameters()``, ``list(a.parameters()) +
 list(b.parameters())``, ``itertools.chain``, param groups, a name bound to one of these, and
-``self.opt = ...`` in ``__init__`` for the other methods of the class.  Unknown (None) when the
-construction is not in the file (a parameter, a factory's result).
+``self.opt = ...`` in ``__init__`` for the other methods of the class (``Adam(self.params)``: the
+attribute followed), a parameter every call site of the function hands an optimizer whose modules
+are known (in the callee's terms: the parameters those modules are passed as).  Unknown (None) when
+the construction is not in the file (a factory's result).
 
 Module keys are dotted names, related when one is the other or a part of it: stepping
 ``net.encoder`` changes weights a forward of ``net`` saved, and stepping ``net`` changes those
@@ -24,6 +26,7 @@ statement sees the values before it.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
@@ -33,6 +36,7 @@ from torchlint.analysis import effects as call_effects
 from torchlint.analysis import torch_api as api
 from torchlint.analysis.events import EventKind
 from torchlint.analysis.names import dotted_name, literal_bool
+from torchlint.analysis.scopes import CALLED_WITH_GRAD_BY_FRAMEWORK
 from torchlint.analysis.values import Kind
 from torchlint.analysis.walk import children
 
@@ -44,6 +48,8 @@ if TYPE_CHECKING:
 
 # How deep a name's assigned expression is followed to find what an optimizer was built from.
 _MAX_PARAMETER_HOPS = 2
+# Methods that store a submodule on a module under a name: ``self.add_module("D", D)``.
+_SUBMODULE_REGISTRATION = frozenset({"add_module", "register_module"})
 
 
 def related(a: str, b: str) -> bool:
@@ -113,6 +119,19 @@ class ModuleGraph:
         self.module_event_sites: int | None = None  # (root) event sites of the module's own statements
         self.self_assignments: dict[int, frozenset[str]] = {}  # (root) function id -> the self.* it assigns
         self.effect_analyses = 0  # (root) callee bodies analysed
+        # (Root) function id -> per call site seen: parameter -> the modules the optimizer passed
+        # for it updates, in the callee's terms (None: not known).
+        self._passed_optimizers: dict[int, list[dict[str, frozenset[str] | None]]] = {}
+        # (Root) function id -> the forwards its own body made that its ``return`` statements return.
+        self._own_returns: dict[int, frozenset[Forward]] = {}
+        # (Root) class, name -> those forwards a method of the class returns as a name (``return a, loss``).
+        # (None: several methods return the name.)
+        self._returned_names: dict[tuple[object, str], tuple[object, frozenset[Forward]] | None] = {}
+        # (Root) class, local name -> the ``self.*`` key a method stored it as (``self.add_module("D", D)``).
+        self._self_aliases: dict[tuple[object, str], str] = {}
+        self._stored_locals: dict[tuple[object, str], str] = {}  # (root) class, self.* key -> that local
+        # (function, optimizer key) -> (the modules a factory returned it with, the binding it was).
+        self._factory_outputs: dict[tuple[object, str], tuple[frozenset[str], int]] = {}
 
     @property
     def ctx(self) -> Analyzer:
@@ -165,13 +184,39 @@ class ModuleGraph:
         argument = self._argument_of(key) if key is not None else None
         if argument is not None:
             return self.parent.optimized_modules(argument) if self.parent is not None else None
-        constructor = self._ctx.value_of(optimizer).origin
+        factory = self._factory_outputs.get((self._ctx.function, key)) if key is not None else None
+        if factory is not None and self._bound_at.get((self._ctx.function, key), 0) == factory[1]:
+            # (not a module another optimizer of the file updates)
+            keys = frozenset(k for k in factory[0] if not any(related(k, o) for o in self.root.optimized_keys))
+            return keys if self.parent is None else frozenset(self._outer_key(k) for k in keys)
+        value = self._ctx.value_of(optimizer)
+        constructor = value.origin
+        if type(constructor) is cst.Param and "from-call-sites" in value.tags:
+            return self._passed_modules(constructor.name.value)  # `def update(qf, qf_opt)`
         if not isinstance(constructor, cst.Call):
             constructor = self.assigned(key) if key is not None else None
         if not isinstance(constructor, cst.Call):
             return None
         keys = self._modules_in(constructor, _MAX_PARAMETER_HOPS)
+        if keys is not None and key is not None and key.startswith("self."):
+            keys = self._as_attributes(keys)
         return keys if keys is None or self.parent is None else frozenset(self._outer_key(k) for k in keys)
+
+    def _as_attributes(self, keys: frozenset[str]) -> frozenset[str]:
+        """The modules of an optimizer kept on ``self``, built from locals of a method that stored
+        them on ``self`` too (``D = Discriminator(); self.add_module("D", D); self.opt = Adam(D.parameters())``):
+        their attribute keys."""
+        function = self._ctx.function
+        cls = function.cls if function is not None else None
+        aliases = self.root._self_aliases
+        if cls is None or not aliases:
+            return keys
+        renamed = set()
+        for key in keys:
+            first, dot, rest = key.partition(".")
+            alias = aliases.get((cls, first)) if (function, first) not in self._bound_at else None
+            renamed.add(alias + dot + rest if alias else key)
+        return frozenset(renamed)
 
     def effects_of(self, call: cst.Call) -> CallEffects | None:
         """What ``call``, a call of a function of this file, does (``analysis/effects.py``); asked
@@ -190,6 +235,8 @@ class ModuleGraph:
             return known  # type: ignore[return-value]
         self._call_effects[id(call)] = None  # (recursion)
         info = self._ctx.resolve_function(func)
+        if info is not None and self.parent is None and call.args and call_effects.may_have_effects(self, info):
+            self._note_passed_optimizers(call, info)  # (only a callee whose text may step asks)
         result = None
         if info is not None and info.name != "__init__" and not info.is_property:
             result = call_effects.call_effects(self, call, info)
@@ -219,7 +266,9 @@ class ModuleGraph:
         if key in self._module_keys or self._ctx.value_of_key(key).kind is Kind.MODULE:
             return True
         if self.parent is None:
-            return False
+            function = self._ctx.function
+            local = self._stored_locals.get((function.cls, key)) if function is not None else None
+            return local is not None and local in self._module_keys  # `self.add_module("D", D)`, `D.parameters()`
         root_keys = self.root._module_keys
         return self._outer_key(key) in root_keys or (key.startswith("self.") and key in root_keys)
 
@@ -236,6 +285,24 @@ class ModuleGraph:
                 self._set(sub_target, forwards, sub_value)
             return
         self._set(target, self.forwards_of(value), value)
+        if type(value) is cst.Call and type(target) in (cst.Tuple, cst.List):
+            self._note_factory_outputs(target)  # type: ignore[arg-type]
+
+    def _note_factory_outputs(self, target: cst.Tuple | cst.List) -> None:
+        """``netD_img, netD_seq, optimizer_netD = create_netD(opt)``: a factory returns an optimizer
+        with the modules it built it from.  The one name the file steps or zeroes is the optimizer
+        (none or several: not known which), the other names are modules it updates."""
+        keys = [dotted_name(element.value) for element in target.elements]
+        if len(keys) < 2 or None in keys:
+            return
+        source = self._ctx.source
+        optimizers = [key for key in keys if _stepped_in(source, key)]  # type: ignore[arg-type]
+        if len(optimizers) != 1:
+            return
+        modules = frozenset(key for key in keys if key not in optimizers)  # type: ignore[misc]
+        slot = (self._ctx.function, optimizers[0])
+        self._factory_outputs[slot] = (modules, self._bound_at.get(slot, 0))
+        self._module_keys |= modules
 
     def bind_loop_target(self, target: cst.BaseExpression, iterable: cst.BaseExpression) -> None:
         self._set(target, self.forwards_of(iterable), None)
@@ -255,6 +322,8 @@ class ModuleGraph:
         """Every call: ``D.parameters()`` / ``D.train()`` make ``D`` a module key; a
         ``torch.optim`` optimizer's construction tells which modules have one."""
         func = call.func
+        if type(func) is cst.Attribute and func.attr.value in _SUBMODULE_REGISTRATION and self.parent is None:
+            self._note_alias(call)
         if type(func) is cst.Attribute and func.attr.value in api.MODULE_GRAPH_EVIDENCE_METHODS:
             key = dotted_name(func.value)
             if key is not None:
@@ -286,27 +355,56 @@ class ModuleGraph:
 
     def fresh_stores(self, call: cst.Call, info: FunctionInfo) -> CallEffects | None:
         """A call of a method that neither backpropagates nor steps: the ``self.*`` attributes it
-        assigns hold new forwards, made now, of the modules they went through where the callee's
-        own analysis bound them (none known, or not analysed yet: no graph)."""
+        assigns, and what it returns, hold new forwards, made now, of the modules they went
+        through where the callee's own analysis saw them (``policy_loss = self.get_p_loss(s)``;
+        none known, or not analysed yet: no graph)."""
         receiver = dotted_name(call.func.value) if isinstance(call.func, cst.Attribute) else None
         if receiver is None or info.cls is None or not info.is_method:
             return None
         keys = call_effects.assigned_self_attributes(self, info)
-        if not keys:
+        returned = self.root._own_returns.get(id(info), _NONE)
+        if not keys and not returned:
             return None
-        stored: dict[str, frozenset[Forward]] = {}
-        for key in keys:
-            fresh = set()
-            for old in self.root._through.get((info, key), _NONE):  # (its binding in the callee's own analysis)
-                self.serial += 1
-                module = receiver + old.module[4:] if old.module.split(".")[0] == "self" else old.module
-                fresh.add(Forward(call, module, self.serial, old.saves_parameters, old.is_module, self._ctx.function))
-            stored[receiver + key[4:]] = frozenset(fresh)
-        return call_effects.CallEffects(stored=stored)
+        # (in the order the callee made them: serials order the forwards, and which one a message names)
+        stored = {receiver + key[4:]: frozenset(self._made_again(call, old, receiver)
+                                                for old in _in_order(self.root._through.get((info, key), _NONE)))
+                  for key in sorted(keys)}  # (its binding in the callee's own analysis)
+        again = frozenset(self._made_again(call, old, receiver) for old in _in_order(returned))
+        return call_effects.CallEffects(returned=again, stored=stored)
+
+    def _made_again(self, call: cst.Call, old: Forward, receiver: str) -> Forward:
+        """``old``, a forward of a method's body, run again by ``call`` of it on ``receiver``."""
+        self.serial += 1
+        module = receiver + old.module[4:] if old.module.split(".")[0] == "self" else old.module
+        return Forward(call, module, self.serial, old.saves_parameters, old.is_module, self._ctx.function)
 
     def note_return(self, value: cst.BaseExpression) -> None:
-        """(Effects analysis) the callee returns ``value``."""
-        self.returned = self.returned | self.forwards_of(value)
+        """The function being analysed returns ``value``: (effects analysis) what the call
+        returns; (the file's analysis) the forwards the body itself made on the instance
+        (``self.*``) or of globals, made again by each call of it (``fresh_stores``)."""
+        if self.parent is not None:
+            self.returned = self.returned | self.forwards_of(value)
+            return
+        function = self._ctx.function
+        if function is None or not function.is_method or function.name in CALLED_WITH_GRAD_BY_FRAMEWORK:
+            return  # (only calls of methods are made fresh; ``forward`` runs as ``model(x)``)
+        forwards = self.forwards_of(value)
+        if not forwards:
+            return
+        names = _parameter_names(function)
+        own = frozenset(f for f in forwards if f.function is function and (
+            (first := f.module.split(".")[0]) == "self" or first not in names and (function, first) not in self._bound_at))
+        if own:
+            self._own_returns[id(function)] = self._own_returns.get(id(function), _NONE) | own
+            if function.cls is not None and function.is_method:
+                elements = [e.value for e in value.elements] if type(value) in (cst.Tuple, cst.List) else [value]  # type: ignore[attr-defined]
+                for element in elements:
+                    if type(element) is cst.Name:
+                        slot = (function.cls, element.value)  # type: ignore[attr-defined]
+                        named = own & self.forwards_of(element)
+                        known = self._returned_names.get(slot, (function, _NONE))
+                        self._returned_names[slot] = (function, known[1] | named) \
+                            if known is not None and known[0] is function else None
 
     def stored_attributes(self) -> dict[str, frozenset[Forward]]:
         """(Effects analysis) the ``self.*`` attributes the callee bound, in the root's terms."""
@@ -319,6 +417,60 @@ class ModuleGraph:
         function = self._ctx.function
         return {self._outer_key(key): value for (owner, key), value in self._assigned.items()
                 if owner is function and key.startswith("self.")}
+
+    def _note_passed_optimizers(self, call: cst.Call, info: FunctionInfo) -> None:
+        """(Root) ``update(env, qf, qf_opt)``: which modules each optimizer the call hands
+        ``info`` updates, in ``info``'s terms -- an argument module is the parameter it is passed
+        as, the receiver is ``self``; a module the callee cannot name does not count."""
+        from torchlint.analysis.functions import argument_expressions
+
+        arguments = argument_expressions(call, info) or {}
+        site: dict[str, frozenset[str] | None] = {}
+        for param, expr in arguments.items():
+            if self._ctx.value_of(expr).kind is Kind.OPTIMIZER:
+                modules = self.optimized_modules(expr)
+                site[param] = None if modules is None else self._in_callee_terms(modules, call, info, arguments)
+        self._passed_optimizers.setdefault(id(info), []).append(site)
+
+    def _in_callee_terms(self, modules: frozenset[str], call: cst.Call, info: FunctionInfo,
+                         arguments: dict[str, cst.BaseExpression]) -> frozenset[str]:
+        names = {name: param for param, expr in arguments.items() if (name := dotted_name(expr)) is not None}
+        if info.is_method and type(call.func) is cst.Attribute and (receiver := dotted_name(call.func.value)):
+            names[receiver] = "self"
+        found: set[str] = set()
+        for key in modules:
+            for name, param in names.items():
+                if key == name or key.startswith(name + "."):
+                    found.add(param + key[len(name):])  # `qf` passed as `qf`, `net.enc` of `net` passed as `model`
+                elif name.startswith(key + "."):
+                    found.add(param)  # the optimizer updates all of the module passed
+        return frozenset(found)
+
+    def _passed_modules(self, param: str) -> frozenset[str] | None:
+        """(Root) the modules the optimizer parameter ``param`` of this function updates: what
+        every call site seen hands it (all of them, or not known)."""
+        function = self._ctx.function
+        sites = self._passed_optimizers.get(id(function), []) if self.parent is None and function is not None else []
+        if not sites or len(sites) != len(function.call_arguments) or any(site.get(param) is None for site in sites):
+            return None
+        return frozenset().union(*(site[param] for site in sites))  # type: ignore[misc]
+
+    def _note_alias(self, call: cst.Call) -> None:
+        """(Root) ``self.add_module("D", D)`` in a method: the local ``D`` is ``self.D``."""
+        args = [arg.value for arg in call.args if arg.keyword is None]
+        function = self._ctx.function
+        if len(args) == 2 and dotted_name(call.func.value) == "self" and type(args[0]) is cst.SimpleString \
+                and type(args[1]) is cst.Name and function is not None and function.cls is not None:  # type: ignore[attr-defined]
+            name = args[0].evaluated_value  # type: ignore[attr-defined]
+            if isinstance(name, str) and name.isidentifier():
+                self._alias(function.cls, args[1].value, "self." + name)  # type: ignore[attr-defined]
+
+    def _alias(self, cls: object, local: str, key: str) -> None:
+        """The local ``local`` of a method of ``cls`` is stored as ``key``; a local stored as two
+        attributes is neither ("" -- not known which one an optimizer was built from)."""
+        known = self._self_aliases.get((cls, local))
+        self._self_aliases[(cls, local)] = key if known is None or known == key else ""
+        self._stored_locals[(cls, key)] = local
 
     def _record_event(self, call: cst.Call) -> None:
         event = self._ctx.autograd_event(call)
@@ -371,6 +523,8 @@ class ModuleGraph:
             self._assigned[slot] = value
             if key.startswith("self.") and function is not None and function.cls is not None:
                 self._assigned[(function.cls, key)] = value
+                if type(value) is cst.Name and self.parent is None:
+                    self._alias(function.cls, value.value, key)  # `self.D = D`
         else:
             self._assigned.pop(slot, None)
 
@@ -415,7 +569,20 @@ class ModuleGraph:
                     return found
         if key.startswith("self.") and function is not None and function.cls is not None:
             return self.root._class_through.get((function.cls, key), _NONE)
+        if self.parent is None and function is not None and function.cls is not None and not function.call_arguments:
+            return self._handed_back(function, key)
         return _NONE
+
+    def _handed_back(self, function: FunctionInfo, key: str) -> frozenset[Forward]:
+        """A parameter of a method no code of this file calls: what another method of the class
+        returns under the parameter's name, handed back by the caller (``outputs, gen_loss,
+        dis_loss = model.process(x)`` then ``model.backward(gen_loss, dis_loss)``): its forwards,
+        made before this call."""
+        returned = self._returned_names
+        if not returned or "." in key or key not in _parameter_names(function) or key == "self":
+            return _NONE
+        found = returned.get((function.cls, key))
+        return found[1] if found is not None else _NONE  # (returned by one method only)
 
     def _bind_slot(self, key: str, forwards: frozenset[Forward]) -> None:
         function = self._ctx.function
@@ -515,10 +682,11 @@ class ModuleGraph:
                     keys.update([key] if key is not None else [])
                 else:  # `Adam(...)`, `list(...)`, `chain(...)`: what they are handed
                     todo.extend(arg.value for arg in current.args if not _is_option(arg))  # type: ignore[attr-defined]
-            elif kind is cst.Name:
+            elif kind is cst.Name or kind is cst.Attribute and dotted_name(current) is not None:  # type: ignore[arg-type]
                 if self._ctx.value_of(current).kind is Kind.LEAF:  # type: ignore[arg-type]
                     continue  # `Adam([w])`: a tensor, not a module
-                assigned = self.assigned(current.value) if hops > 0 else None  # type: ignore[attr-defined]
+                name = dotted_name(current)  # type: ignore[arg-type]  # `params`, `self.critic_params`
+                assigned = self.assigned(name) if hops > 0 and name is not None else None
                 inner = self._modules_in(assigned, hops - 1) if assigned is not None else None
                 if inner is None:
                     unresolved = True
@@ -529,6 +697,27 @@ class ModuleGraph:
         if unresolved and not keys:
             return None
         return frozenset(keys)
+
+
+def _in_order(forwards: frozenset[Forward]) -> list[Forward]:
+    return sorted(forwards, key=lambda forward: forward.serial)
+
+
+def _stepped_in(source: str, key: str) -> bool:
+    """``key.step(`` or ``key.zero_grad(`` appears in ``source``: an optimizer (or a scheduler).
+    (The literal is searched for, then what surrounds it: a leading lookbehind would be tried at
+    every position of the source.)"""
+    prefix = key + "."
+    start = source.find(prefix)
+    while start >= 0:
+        before = source[start - 1] if start else " "
+        if not (before.isalnum() or before in "_.") and _STEP_CALL.match(source, start + len(prefix)):
+            return True
+        start = source.find(prefix, start + 1)
+    return False
+
+
+_STEP_CALL = re.compile(r"(?:step|zero_grad)\s*\(")
 
 
 def _parameter_names(info: FunctionInfo) -> frozenset[str]:

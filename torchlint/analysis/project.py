@@ -100,8 +100,9 @@ class _File:
         if self._tree is None and not self.failed:
             try:
                 self._tree = cst.parse_module(self.text)
-            except Exception:  # noqa: BLE001 - a file that does not parse tells nothing
-                self.failed = True
+            except Exception:  # noqa: BLE001 - a file that does not parse tells nothing ...
+                self._tree = _parse_salvaging(self.text)  # ... but its statements may, one by one
+                self.failed = self._tree is None
         return self._tree
 
     def analysis(self, depth: int) -> Analyzer | None:
@@ -118,7 +119,7 @@ class _File:
             return None
         from torchlint.analysis.analyzer import Analyzer
 
-        analyzer = Analyzer(tree, self.text, project=ProjectImports.of_file(self.path, depth + 1))
+        analyzer = Analyzer(tree, tree.code, project=ProjectImports.of_file(self.path, depth + 1))
         outer, session.read = session.read, {}
         try:
             analyzer.run()
@@ -138,6 +139,36 @@ class _File:
         for statement in tree.body:
             if type(statement) is cst.ClassDef and statement.name.value == name:
                 return statement
+        return None
+
+
+# A line that starts a top-level statement (not a comment, a continuation or a closing bracket).
+_TOP_LEVEL_START = re.compile(r"^[A-Za-z_@]", re.MULTILINE)
+
+
+def _parse_salvaging(text: str) -> cst.Module | None:
+    """The top-level statements of ``text`` that parse on their own, as one module: old research
+    code keeps a Python 2 ``print "..."`` in a test class next to the model class it exports.
+    None when none parses."""
+    starts = [match.start() for match in _TOP_LEVEL_START.finditer(text)]
+    kept: list[str] = []
+    decorators = ""
+    for start, end in zip(starts, [*starts[1:], len(text)]):
+        chunk = decorators + text[start:end].rstrip() + "\n"
+        if chunk.startswith("@") and text.startswith("@", start):
+            decorators = chunk  # (a decorator goes with the definition below it)
+            continue
+        decorators = ""
+        try:
+            cst.parse_module(chunk)
+        except Exception:  # noqa: BLE001 - a statement that does not parse is left out
+            continue
+        kept.append(chunk)
+    if not kept:
+        return None
+    try:
+        return cst.parse_module("".join(kept))
+    except Exception:  # noqa: BLE001
         return None
 
 
@@ -232,6 +263,10 @@ class ProjectClass(ProjectObject):
             return None
         return functools.reduce(join, forward.returns)
 
+    def method_node(self, name: str) -> cst.FunctionDef | None:
+        """The ``def`` of the class's method ``name`` (or of a base class of the same file's)."""
+        return _method_node(self.file, self.name, name, 0)
+
     def step_zeroes(self) -> bool:
         """The class's ``step`` (through ``self.<method>()`` and ``super().step()``) resets the
         gradients: ``p.grad.zero_()``, ``p.grad = None``, ``zero_grad()``."""
@@ -260,6 +295,16 @@ def _method_zeroes(file: _File, class_name: str, method: str, depth: int) -> boo
     if any(_method_zeroes(file, class_name, called, depth + 1) for called in finder.self_calls if called != method):
         return True
     return finder.calls_super and any(_method_zeroes(file, base, method, depth + 1) for base in _base_names(node))
+
+
+def _method_node(file: _File, class_name: str, method: str, depth: int) -> cst.FunctionDef | None:
+    node = file.class_node(class_name) if depth <= MAX_CALL_DEPTH else None
+    if node is None:
+        return None
+    found = next((s for s in node.body.body if type(s) is cst.FunctionDef and s.name.value == method), None)
+    if found is not None:
+        return found
+    return next((d for base in _base_names(node) if (d := _method_node(file, base, method, depth + 1))), None)
 
 
 def _base_names(node: cst.ClassDef) -> list[str]:

@@ -96,6 +96,31 @@ AUGMENTED_OPERATOR_OPS: dict[str, str] = {f"{name}Assign": op for name, op in OP
 # Methods ending in "_" that do not mutate tensor data (fine on a leaf).
 NON_MUTATING_UNDERSCORE = frozenset({"requires_grad_", "share_memory_", "detach_", "retain_grad_", "pin_memory_"})
 
+
+def is_inplace_method(name: str) -> bool:
+    """``mul_``, ``clamp_``, ``copy_``: a tensor method that changes its receiver's data."""
+    return name.endswith("_") and not name.startswith("__") and name not in NON_MUTATING_UNDERSCORE
+
+
+# In-place methods with an out-of-place twin of the same name without the underscore
+# (tests/test_saved_tensors.py checks each against torch).
+OUT_OF_PLACE_TWINS = frozenset(
+    "add sub mul div clamp clamp_min clamp_max clip relu sigmoid tanh exp exp2 expm1 log log1p log2 log10 neg "
+    "abs pow sqrt rsqrt reciprocal square sin cos tan masked_fill masked_scatter index_fill index_add index_copy "
+    "scatter scatter_add addcmul addcdiv lerp floor ceil round trunc frac sign erf logit nan_to_num true_divide "
+    "floor_divide remainder fmod subtract multiply divide".split()
+)
+# torch.NAME_(x) functions with an out-of-place torch.NAME (checked against torch by the tests).
+TORCH_INPLACE_FUNCTIONS = frozenset("sigmoid relu tanh exp sqrt rsqrt reciprocal tan exp2 expm1 clamp".split())
+# Namespaces whose functions are the table's ``torch.NAME`` / ``F.NAME`` spellings.
+OP_NAMESPACES = frozenset({"torch", "torch.nn.functional", "torch.special", "torch.linalg"})
+# Ops returning a view of their receiver: it shares the receiver's version counter.
+VIEW_METHODS = frozenset(
+    {"view", "view_as", "t", "transpose", "permute", "squeeze", "unsqueeze", "expand", "expand_as", "narrow",
+     "select", "diagonal", "detach", "swapaxes", "swapdims", "movedim", "unflatten", "as_strided"}
+)
+VIEW_ATTRIBUTES = frozenset({"T", "mT", "H", "mH"})
+
 # Methods returning a non-tensor Python value (the graph is gone).
 SCALAR_METHODS = frozenset({"item", "tolist", "numpy", "__float__", "__int__"})
 
@@ -304,6 +329,17 @@ AUTOGRAD_VOCABULARY = ("Module", "Parameter", "Tensor", "Variable")
 SOFTMAX_FUNCTIONS = frozenset({"torch.softmax", "torch.nn.functional.softmax", "torch.special.softmax"})
 SOFTMAX_METHODS = frozenset({"softmax"})
 SOFTMAX_MODULES = frozenset({"torch.nn.Softmax"})
+# Methods whose result holds the same probabilities, rearranged or moved (measured: shape ops,
+# copies and conversions of a softmax output are still rows of probabilities).
+PROBABILITY_KEEPING_METHODS = frozenset({
+    "unsqueeze", "squeeze", "view", "view_as", "reshape", "reshape_as", "flatten", "permute", "transpose", "t",
+    "contiguous", "clone", "expand", "expand_as", "to", "cuda", "cpu", "float", "double", "half",
+})
+# Matrix products: probabilities times a tensor that carries no graph (one-hot labels, a label
+# distribution) are mixtures of its rows, probabilities again (Matching Networks' attention over
+# the support labels).  Times a tensor that requires grad (attention over value vectors) they are not.
+LABEL_MIXING_METHODS = frozenset({"bmm", "matmul", "mm"})
+LABEL_MIXING_FUNCTIONS = frozenset({"torch.bmm", "torch.matmul", "torch.mm"})
 # What the log-space counterpart of each softmax spelling is called (last name component).
 LOG_SOFTMAX_NAME = "log_softmax"
 # Containers whose output is their last layer's output.
@@ -341,6 +377,12 @@ PLOTTING_FUNCTIONS = frozenset(
     "matplotlib.pyplot." + name
     for name in "plot scatter imshow hist bar barh semilogx semilogy loglog errorbar fill_between step stem".split()
 )
+# Methods of a matplotlib ``Axes`` that turn their data arguments into NumPy arrays, and the
+# calls that make one (``fig, axs = plt.subplots(2, 2)``; ``ax = fig.add_subplot(111)``).
+AXES_PLOTTING_METHODS = frozenset(name.split(".")[-1] for name in PLOTTING_FUNCTIONS)
+AXES_FACTORIES = frozenset("matplotlib.pyplot." + name for name in "subplots subplot axes gca".split())
+FIGURE_FACTORIES = frozenset({"matplotlib.pyplot.figure", "matplotlib.pyplot.subplots"})
+FIGURE_AXES_METHODS = frozenset({"add_subplot", "add_axes", "gca"})
 # Tensor methods that return metadata (a ``torch.Size``, an int, a bool), not a tensor.
 METADATA_METHODS = frozenset(
     "size dim ndimension numel nelement element_size stride storage_offset is_contiguous data_ptr get_device "
@@ -352,6 +394,8 @@ APPEND_METHODS = frozenset({"append"})
 # ---------------------------------------------------------------- graphs (TL010)
 # Tensor methods whose result has no graph, whatever the receiver.
 GRAPH_FREE_RESULT_METHODS = DETACHING_METHODS | SCALAR_METHODS | METADATA_METHODS | NON_DIFFERENTIABLE
+# Builtins whose result carries no graph (a Python number, a length, a range, None).
+GRAPH_FREE_RESULT_BUILTINS = frozenset({"float", "int", "len", "bool", "print", "range"})
 # Conversions whose result hangs off the receiver's graph (``t.type()`` without arguments is a string).
 GRAPH_CONVERSION_METHODS = CONVERSION_METHODS - {"type"}
 # Methods that do not change their arguments or receiver in place (tensor conversions and

@@ -30,12 +30,14 @@ import libcst as cst
 from torchlint.analysis import torch_api as api
 from torchlint.analysis.events import EventKind
 from torchlint.analysis.names import dotted_name
+from torchlint.analysis.plots import plots_on_axes
 from torchlint.analysis.values import Kind
 from torchlint.analysis.walk import children, scan
 from torchlint.saved_tensors import saved_tensor_table
 
 if TYPE_CHECKING:
     from torchlint.analysis.analyzer import Analyzer
+    from torchlint.analysis.bindings import BindingTable
 
 
 class Sink(enum.Enum):
@@ -313,13 +315,7 @@ class ValueFlow:
         if depth > 6:  # name hops
             return set()
         if isinstance(expr, cst.Name):
-            found = {expr.value}
-            site = self._binding_before(expr.value, expr)
-            if isinstance(site, cst.Assign) and len(site.targets) == 1 and isinstance(site.targets[0].target, cst.Name):
-                found |= self.terms(site.value, depth + 1)
-            elif isinstance(site, cst.AugAssign) and type(site.operator) in (cst.AddAssign, cst.SubtractAssign):
-                found |= self.terms(site.target, depth + 1) | self.terms(site.value, depth + 1)
-            return found
+            return {expr.value} | self._terms_bound(expr.value, self._binding_before(expr.value, expr), depth + 1)
         if isinstance(expr, cst.UnaryOperation) and type(expr.operator) is cst.Minus:
             return self.terms(expr.expression, depth)
         if isinstance(expr, cst.BinaryOperation):
@@ -335,6 +331,30 @@ class ValueFlow:
                 if self._is_weight(expr.right):
                     found |= self.terms(expr.left, depth)
                 return found
+        return set()
+
+    def parent(self, node: cst.CSTNode) -> cst.CSTNode | None:
+        """The node ``node`` (in the region) sits in."""
+        return self._parents.get(id(node))
+
+    def references_of(self, key: str) -> list[cst.CSTNode]:
+        """The nodes in the region that read or write the name (or ``self.x`` key) ``key``."""
+        return self._references_of(key)
+
+    def binding_before(self, key: str, reference: cst.CSTNode) -> cst.CSTNode | None:
+        """The binding site of the name ``key`` that comes last before ``reference``."""
+        return self._binding_before(key, reference)
+
+    def _terms_bound(self, key: str, site: cst.CSTNode | None, depth: int) -> set[str]:
+        """The terms of what the binding ``site`` of ``key`` gives it (``loss = a + b``; ``loss += c``:
+        ``c`` and the terms of the binding before it)."""
+        if depth > 6:
+            return set()
+        if isinstance(site, cst.Assign) and len(site.targets) == 1 and isinstance(site.targets[0].target, cst.Name):
+            return self.terms(site.value, depth)
+        if isinstance(site, cst.AugAssign) and type(site.operator) in (cst.AddAssign, cst.SubtractAssign):
+            # (the binding before the statement: its own target comes after it in the order)
+            return self._terms_bound(key, self._binding_before(key, site), depth + 1) | self.terms(site.value, depth)
         return set()
 
     def _binding_before(self, key: str, reference: cst.CSTNode) -> cst.CSTNode | None:
@@ -388,21 +408,28 @@ class ValueFlow:
     def _follow_names(self, todo: list[tuple[str, int, bool, bool]], uses: list[Use],
                       max_names: int) -> list[Use] | None:
         """``todo``: (name, followed after this order, needs tensor, through an unknown call)."""
-        seen: set[str] = set()
+        # name -> the earliest order it was followed from: a name bound again earlier (the
+        # same name bound in two loops, reached from the later binding first) is followed
+        # again for the references between the two bindings.
+        seen: dict[str, int] = {}
         while todo:
             name, after, needs, unknown = todo.pop()
-            if name in seen:
+            followed_from = seen.get(name)
+            if followed_from is not None and followed_from <= after:
                 continue
-            seen.add(name)
-            if len(seen) > max_names:
-                return None
-            if name.split(".")[0] in self._parameters():
-                # A parameter's value (or what is stored on it: `strategy.loss += penalty`)
-                # belongs to the caller, who sees every change made to it.
-                uses.append(Use(Sink.ESCAPES, self.region, needs, unknown))
+            if followed_from is None:
+                seen[name] = after
+                if len(seen) > max_names:
+                    return None
+                if name.split(".")[0] in self._parameters():
+                    # A parameter's value (or what is stored on it: `strategy.loss += penalty`)
+                    # belongs to the caller, who sees every change made to it.
+                    uses.append(Use(Sink.ESCAPES, self.region, needs, unknown))
+            seen[name] = after
             for reference in self._references_of(name):
-                if self._order.get(id(reference), 0) <= after:
-                    continue  # an alias is followed from where it is bound on
+                order = self._order.get(id(reference), 0)
+                if order <= after or (followed_from is not None and order > followed_from):
+                    continue  # an alias is followed from where it is bound on (once)
                 uses.append(self._walk(reference, needs, unknown, todo))
         return uses
 
@@ -491,7 +518,13 @@ class ValueFlow:
             if parent.keyword is child:
                 return _Step(Sink.DROPPED)  # f(total=...) names a parameter
             call = self._parents.get(id(parent))
-            return self._argument_step(call, child) if isinstance(call, cst.Call) else _Step(Sink.ESCAPES)
+            if not isinstance(call, cst.Call):
+                return _Step(Sink.ESCAPES)
+            step = self._argument_step(call, child)
+            if step.unknown_call and parent.keyword is not None:
+                # `tqdm(loader, total=n)`: an unseen call keeps an option, it does not return it
+                return _Step(Sink.ESCAPES)
+            return step
         if kind in (cst.Assign, cst.AnnAssign, cst.AugAssign):
             return self._assignment_step(parent, child)
         if kind is cst.For or kind is cst.CompFor:
@@ -554,7 +587,13 @@ class ValueFlow:
                 return _Step(Sink.NUMBER)
             if method in api.FORMATTING_METHODS:
                 return _Step(Sink.NUMBER)
+            if method in api.AXES_PLOTTING_METHODS and plots_on_axes(self.ctx, call, self._binding_table()):
+                return _Step(Sink.NUMPY)  # `ax.plot(history)`
         return _Step(up=call, unknown_call=True)
+
+    def _binding_table(self) -> BindingTable:
+        region = self.region
+        return self.ctx.binding_table(region.body if isinstance(region, cst.FunctionDef) else region)
 
     def _assignment_step(self, statement: cst.CSTNode, child: cst.CSTNode) -> _Step:
         if isinstance(statement, cst.Assign):

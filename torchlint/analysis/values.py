@@ -42,6 +42,13 @@ BACKPROPAGATED = "backpropagated"
 # Tag of the NONLEAF ``leaf.to(device)``: on a GPU a copy, but the leaf itself when ``device`` is
 # the CPU (measured: ``t.to(torch.device("cpu")) is t``).
 LEAF_ON_CPU = "leaf-on-cpu"
+# Tag of an UNKNOWN value that is a leaf that requires grad on some path reaching it (the join of
+# ``w = torch.zeros(3, requires_grad=True)`` in one branch with anything in the other); unlike other
+# tags it survives a join with a value that does not carry it.
+LEAF_ON_A_PATH = "leaf-on-a-path"
+# Tag of the UNKNOWN copy ``w.to(device)`` / ``w.cuda()`` of such a value: a non-leaf on that path.
+MOVED_LEAF_ON_A_PATH = "moved-leaf-on-a-path"
+_PATH_TAGS = frozenset({LEAF_ON_A_PATH, MOVED_LEAF_ON_A_PATH})
 
 # Tag of a NONLEAF view (``b = w.view(2, -1)``, ``w[0]``, ``w.t()``) of a leaf that requires grad,
 # made in grad mode: an in-place op on it raises like one on the leaf itself (measured).
@@ -126,12 +133,10 @@ NUMBER = Value(Kind.NUMBER)
 
 def join(a: Value | None, b: Value | None) -> Value:
     """Merge two control-flow paths: equal kinds survive, anything else is unknown."""
-    if a is None or b is None:
-        return UNKNOWN
-    if a is b:
+    if a is b and a is not None:
         return a
-    if a.kind != b.kind or a.cls is not b.cls:
-        return UNKNOWN
+    if a is None or b is None or a.kind != b.kind or a.cls is not b.cls:
+        return _some_path_value(a, b)
     element = None
     if a.kind is Kind.COLLECTION:
         # An empty list joined with a list of X (the path that appended to it) is a list of X.
@@ -141,7 +146,20 @@ def join(a: Value | None, b: Value | None) -> Value:
             element = a.element
         else:
             element = join(a.element, b.element)
-    return Value(a.kind, a.origin, a.cls, element, None, a.tags & b.tags)
+    return Value(a.kind, a.origin, a.cls, element, None, a.tags & b.tags | (a.tags | b.tags) & _PATH_TAGS)
+
+
+def _some_path_value(a: Value | None, b: Value | None) -> Value:
+    """The join of two values of different kinds (None: not bound on that path): unknown, but
+    still known to be (a copy of) a leaf that requires grad on one of the paths."""
+    tags = frozenset()
+    for value in (a, b):
+        if value is None:
+            continue
+        if value.kind is Kind.LEAF and not value.tags & ASSUMED_TAGS:
+            tags |= {LEAF_ON_A_PATH}
+        tags |= value.tags & _PATH_TAGS
+    return Value(Kind.UNKNOWN, tags=tags) if tags else UNKNOWN
 
 
 def join_states(

@@ -8,6 +8,9 @@ from torchlint import fixes
 from torchlint.analysis.names import names_in
 from torchlint.analysis import Kind, dotted_name, keyword_arg
 from torchlint.analysis.events import EventKind
+from torchlint.analysis.uses import references
+from torchlint.analysis.values import LEAF_ON_A_PATH, MOVED_LEAF_ON_A_PATH, Value
+from torchlint.analysis.walk import subtree as _subtree
 from torchlint.analysis.torch_api import (
     CONVERSION_METHODS, DTYPE_OF_METHOD, FACTORIES, PARAMETER, PARAMETER_TOKENS, RESHAPING_METHODS, TORCH_DTYPES,
     VARIABLE,
@@ -206,13 +209,41 @@ class NonleafParameter(Rule):
     # ---------------------------------------------------------- rebound leaf
     def _note_rebinding(self, target: cst.BaseExpression, value: cst.BaseExpression) -> None:
         key = dotted_name(target)
-        if key is None or self.ctx.value_of(target).kind is not Kind.LEAF:
+        if key is None:
+            return
+        old_value = self.ctx.value_of(target)
+        if old_value.kind is not Kind.LEAF and LEAF_ON_A_PATH not in old_value.tags:
             return
         if self.ctx.mentions_gradient(value) or key not in names_in(value):
             return
         new_value = self.ctx.value_of(value)
-        if new_value.kind is Kind.NONLEAF:
+        if new_value.kind is Kind.NONLEAF and self._moves_a_fresh_leaf(key, old_value, value):
+            # `x = Variable(t, requires_grad=True)` then `x = x.cuda()`: the creation-with-a-move
+            # in two statements, judged as the one-statement form is.
+            self._unused_creations[key] = (value, self.ctx.statement, None)
+        elif new_value.kind is Kind.NONLEAF or MOVED_LEAF_ON_A_PATH in new_value.tags:
             self._rebound[key] = (value, self.ctx.statement)
+
+    def _moves_a_fresh_leaf(self, key: str, leaf: Value, value: cst.BaseExpression) -> bool:
+        """``value`` converts ``key`` (``.to(device)``, ``.cuda()``, ``.double()`` ...) and ``key``
+        holds a leaf created earlier in this function (or module) that nothing used since."""
+        chain = _conversion_chain(value)
+        if not chain or dotted_name(chain[-1].func.value) != key:  # type: ignore[attr-defined]
+            return False
+        creation = leaf.origin
+        if not isinstance(creation, cst.Call) or not self._is_leaf_creation(creation):
+            return False
+        function = self.ctx.function
+        region = function.node if function is not None else self.ctx.module
+        flow = self.ctx.flow(region)
+        if not flow.before(creation, value):
+            return False
+        statement = self.ctx.statement or value  # (its targets come before the value)
+        inside = {id(node) for node in (*_subtree(creation), *_subtree(statement))}
+        return not any(
+            flow.between(reference, creation, value) and id(reference) not in inside
+            for reference in references(region, key)
+        )
 
     def visit_Attribute(self, node: cst.Attribute) -> None:
         if node.attr.value == "grad":
@@ -224,8 +255,9 @@ class NonleafParameter(Rule):
             self._check_listed_as_parameters(node.args[0].value)
         event = self.ctx.autograd_event(node)
         if event is not None and event.kind is EventKind.GRAD:
-            inputs = [a.value for a in node.args if a.keyword is None][1:2] + [
-                a.value for a in node.args if a.keyword is not None and a.keyword.value == "inputs"
+            # (`grad_outputs` need not be leaves either: a moved copy there is fine)
+            inputs = [a.value for a in node.args if a.keyword is None][1:3] + [
+                a.value for a in node.args if a.keyword is not None and a.keyword.value in ("inputs", "grad_outputs")
             ]
             for expr in inputs:
                 for name in names_in(expr):
@@ -247,7 +279,13 @@ class NonleafParameter(Rule):
     def _check_listed_as_parameters(self, collection: cst.BaseExpression) -> None:
         if isinstance(collection, (cst.List, cst.Tuple)):
             for element in collection.elements:
-                self._check_use_as_leaf(element.value)
+                group = _param_group_params(element.value)
+                if group is None:
+                    self._check_use_as_leaf(element.value)
+                elif isinstance(group, (cst.List, cst.Tuple)):
+                    self._check_listed_as_parameters(group)
+                else:
+                    self._check_use_as_leaf(group)  # `{'params': w}`: a tensor is a group of one
 
     def _check_use_as_leaf(self, expr: cst.BaseExpression) -> None:
         key = dotted_name(expr)
@@ -263,14 +301,32 @@ class NonleafParameter(Rule):
         if key not in self._rebound:
             return
         value, statement = self._rebound[key]
-        if current.kind is Kind.NONLEAF and current.origin is value:
-            self.report(
-                value,
-                f"`{key}` was a leaf that requires grad; rebinding it to this derived value makes it a "
-                "non-leaf, and it is used as a leaf later (`.grad` stays None, optimizers reject it)",
-                None,
-                statement=statement,
-            )
+        if current.origin is not value:
+            return
+        if current.kind is Kind.NONLEAF:
+            was = "was a leaf that requires grad"
+        elif MOVED_LEAF_ON_A_PATH in current.tags:
+            was = "is a leaf that requires grad on some path here"
+        else:
+            return
+        self.report(
+            value,
+            f"`{key}` {was}; rebinding it to this derived value makes it a "
+            "non-leaf, and it is used as a leaf later (`.grad` stays None, optimizers reject it)",
+            None,
+            statement=statement,
+        )
+
+
+def _param_group_params(element: cst.BaseExpression) -> cst.BaseExpression | None:
+    """``{'params': ps, 'lr': ...}`` (an optimizer's parameter group): ``ps``."""
+    if not isinstance(element, cst.Dict):
+        return None
+    for item in element.elements:
+        if isinstance(item, cst.DictElement) and isinstance(item.key, cst.SimpleString) and (
+                item.key.evaluated_value == "params"):
+            return item.value
+    return None
 
 
 def _comprehension_of(value: cst.BaseExpression) -> cst.ListComp | cst.GeneratorExp | None:

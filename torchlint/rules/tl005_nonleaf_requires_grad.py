@@ -74,7 +74,11 @@ class NonleafRequiresGrad(Rule):
             return  # `y.requires_grad = x.requires_grad`: whether it raises depends on the run
         if self._is_nonleaf(value):
             self._report_nonleaf_assignment(node, target.value, key, flag)
-        elif flag is True:
+            return
+        given = self._nonleaf_given_call_sites(target.value, value)
+        if given is not None:
+            self._report_nonleaf_assignment(node, target.value, key, flag, given)
+        if flag is True:
             self._note_band_aid(node, key, value)
 
     def _graph_dropped(self, expr: cst.BaseExpression) -> str | None:
@@ -141,6 +145,9 @@ class NonleafRequiresGrad(Rule):
         if self._is_nonleaf(value):
             self._report_nonleaf_call(node, receiver, flag)
             return
+        given = self._nonleaf_given_call_sites(receiver, value)
+        if given is not None:
+            self._report_nonleaf_call(node, receiver, flag, given)
         key = dotted_name(receiver)
         statement_call = self.ctx.expression_statement(node)
         if key is not None and flag is True and statement_call is not None:
@@ -151,23 +158,49 @@ class NonleafRequiresGrad(Rule):
         if flag is not True and value.kind in _MAY_FREEZE:
             self._freezes_parameters = True
 
+    def _nonleaf_given_call_sites(self, receiver: cst.BaseExpression, value: Value) -> Callable[[], bool] | None:
+        """For an unknown value in a method analysed before the methods that call it: whether,
+        with the parameters bound to what every call site passes, it is certainly a non-leaf
+        (asked once the file is analysed: a condition for ``report``)."""
+        if value.kind is not Kind.UNKNOWN:
+            return None
+        later = self.ctx.value_given_call_sites(receiver)
+        if later is None:
+            return None
+        mode = self.ctx.grad_mode
+
+        def nonleaf() -> bool:
+            found = later()
+            return found is not None and self._is_nonleaf(found) and not mode.is_disabled() and not (
+                "model-output" in found.tags and self._freezes_parameters)
+
+        return nonleaf
+
     @staticmethod
     def _is_nonleaf(value: Value) -> bool:
         """Certainly a non-leaf (not one computed only from tensors guessed to require grad)."""
         return value.kind is Kind.NONLEAF and not value.tags & (ASSUMED_TAGS | {"device-dependent"})
 
-    def _report_nonleaf_assignment(self, node: cst.Assign, receiver: cst.BaseExpression, key: str, flag: bool) -> None:
+    def _report_nonleaf_assignment(
+        self, node: cst.Assign, receiver: cst.BaseExpression, key: str, flag: bool,
+        given: Callable[[], bool] | None = None,
+    ) -> None:
+        computed = "what the call sites pass" if given is not None else "tensors that require grad"
         message = (
-            f"`{key}` is not a leaf (it is computed from tensors that require grad): setting "
+            f"`{key}` is not a leaf (it is computed from {computed}): setting "
             f"`requires_grad` raises '{_NONLEAF_ERROR}'"
         )
         if flag:
-            self._remove_statement(node, receiver, message + f"; `{key}` already requires grad, remove the line")
+            self._remove_statement(node, receiver, message + f"; `{key}` already requires grad, remove the line",
+                                   given=given)
         else:
             message += f"; to cut it from the graph use `{key} = {key}.detach()`"
-            self._report_nonleaf(node, receiver, message, _detach_fix(node, receiver, key))
+            self._report_nonleaf(node, receiver, message, _detach_fix(node, receiver, key), given)
 
-    def _report_nonleaf_call(self, node: cst.Call, receiver: cst.BaseExpression, flag: bool) -> None:
+    def _report_nonleaf_call(
+        self, node: cst.Call, receiver: cst.BaseExpression, flag: bool, given: Callable[[], bool] | None = None
+    ) -> None:
+        """``given``: the condition under which it is a non-leaf, when not known by now."""
         name = fixes.source_of(receiver)
         statement = self.ctx.expression_statement(node)
         if flag:
@@ -175,11 +208,13 @@ class NonleafRequiresGrad(Rule):
                 f"`{name}.requires_grad_()` on a non-leaf does nothing: it already requires grad and "
                 "does not become a leaf (its `.grad` stays None); remove the call"
             )
+            if given is not None:
+                message += " (it is computed from what the call sites pass)"
             if statement is not None:
-                self._remove_statement(statement, receiver, message, reported=node)
+                self._remove_statement(statement, receiver, message, reported=node, given=given)
             else:
                 fix = fixes.replace("remove `requires_grad_()`", node, receiver)
-                self._report_nonleaf(node, receiver, message, fix)
+                self._report_nonleaf(node, receiver, message, fix, given)
             return
         message = (
             f"`{name}` is not a leaf (it is computed from tensors that require grad): "
@@ -190,12 +225,13 @@ class NonleafRequiresGrad(Rule):
             fix: Fix | None = fixes.replace("use `.detach()`", node, fixes.method_call(receiver, "detach", []))
         else:
             fix = _detach_fix(statement, receiver, key) if key is not None else None
-        self._report_nonleaf(node, receiver, message, fix)
+        self._report_nonleaf(node, receiver, message, fix, given)
 
     def _report_nonleaf(
-        self, node: cst.CSTNode, receiver: cst.BaseExpression, message: str, fix: Fix | None
+        self, node: cst.CSTNode, receiver: cst.BaseExpression, message: str, fix: Fix | None,
+        given: Callable[[], bool] | None = None,
     ) -> None:
-        self.report(node, message, fix, when=self._nonleaf_condition(receiver))
+        self.report(node, message, fix, when=given or self._nonleaf_condition(receiver))
 
     def _nonleaf_condition(self, receiver: cst.BaseExpression) -> Callable[[], bool] | None:
         """When the value is really a non-leaf: grad mode is on for some caller, and, for a
@@ -212,18 +248,19 @@ class NonleafRequiresGrad(Rule):
         receiver: cst.BaseExpression,
         message: str,
         reported: cst.CSTNode | None = None,
+        given: Callable[[], bool] | None = None,
     ) -> None:
         """Report with a fix that deletes ``small`` (``pass`` when its block would be empty)."""
         line = self.ctx.statement
         node = reported or small
-        condition = self._nonleaf_condition(receiver)
+        condition = given or self._nonleaf_condition(receiver)
 
         def report_with_block(block: cst.CSTNode) -> None:
             fix = _removal_fix(block, line, small)
             self.report(node, message, fix, when=condition, statement=line)
 
         if line is None or not self.ctx.at_block_end(report_with_block):
-            self._report_nonleaf(node, receiver, message, None)
+            self._report_nonleaf(node, receiver, message, None, given)
 
     # ------------------------------------------------------------ band-aid
     def _note_band_aid(self, node: cst.CSTNode, key: str, value: Value) -> None:

@@ -4,7 +4,8 @@ backward, before that backward runs.
 Which op saves what is data (``rules/_saved_tensors.toml``, see ``torchlint.saved_tensors``).
 A tensor is identified by the expression that produced it (the ``origin`` of its
 analysed value); views and ``.detach()`` share their base's version counter, so
-they are followed back to the base.  Saved tensors are tracked per function in
+they are followed back to the base (the model's ``TensorIdentities``, which also
+follows which saving ops a value was computed from).  Saved tensors are tracked per function in
 program order and forgotten at every ``backward()`` (unless it retains the graph).
 A change is reported once a later ``backward()`` in the same function could
 reach it, or at once inside an ``nn.Module``'s ``forward`` (the framework runs
@@ -28,14 +29,17 @@ from torchlint import fixes
 from torchlint.analysis import Kind, dotted_name, keyword_arg, positional_args
 from torchlint.analysis.effects import CallEffects, Place
 from torchlint.analysis.events import EventKind
-from torchlint.analysis.module_graph import Forward, related, value_children
+from torchlint.analysis.module_graph import Forward, related
 from torchlint.analysis.scopes import CALLED_WITH_GRAD_BY_FRAMEWORK
+from torchlint.analysis.tensor_identity import NO_DEPS, Identity, TensorIdentities
 from torchlint.analysis.torch_api import (
-    NON_MUTATING_UNDERSCORE,
+    OP_NAMESPACES,
+    OUT_OF_PLACE_TWINS,
     STORING_METHODS,
+    TORCH_INPLACE_FUNCTIONS,
+    is_inplace_method,
 )
 from torchlint.analysis.flow import Flow
-from torchlint.analysis.walk import node_types_under
 from torchlint.rule import Fix, FixSafety, Rule
 from torchlint.saved_tensors import (
     BOTH,
@@ -51,8 +55,6 @@ from torchlint.saved_tensors import (
 
 M4 = "one of the variables needed for gradient computation has been modified by an inplace operation"
 
-# Namespaces whose functions are the table's ``torch.NAME`` / ``F.NAME`` spellings.
-_OP_NAMESPACES = frozenset({"torch", "torch.nn.functional", "torch.special", "torch.linalg"})
 _BINARY_SAVES = frozenset({OTHER_OPERAND, DIVISOR, OPERANDS})
 _OPERATORS: dict[type[cst.BaseBinaryOp], str] = {
     cst.Multiply: "mul",
@@ -70,34 +72,9 @@ _AUG_TO_BINARY: dict[type[cst.BaseAugOp], type[cst.BaseBinaryOp]] = {
     cst.FloorDivideAssign: cst.FloorDivide,
     cst.ModuloAssign: cst.Modulo,
 }
-# Ops returning a view of their receiver: it shares the receiver's version counter.
-_VIEW_METHODS = frozenset(
-    {"view", "view_as", "t", "transpose", "permute", "squeeze", "unsqueeze", "expand", "expand_as", "narrow",
-     "select", "diagonal", "detach", "swapaxes", "swapdims", "movedim", "unflatten", "as_strided"}
-)
-_VIEW_ATTRIBUTES = frozenset({"T", "mT", "H", "mH"})
-# In-place methods with an out-of-place twin of the same name without the underscore
-# (tests/test_saved_tensors.py checks each against torch).
-OUT_OF_PLACE_TWINS = frozenset(
-    "add sub mul div clamp clamp_min clamp_max clip relu sigmoid tanh exp exp2 expm1 log log1p log2 log10 neg "
-    "abs pow sqrt rsqrt reciprocal square sin cos tan masked_fill masked_scatter index_fill index_add index_copy "
-    "scatter scatter_add addcmul addcdiv lerp floor ceil round trunc frac sign erf logit nan_to_num true_divide "
-    "floor_divide remainder fmod subtract multiply divide".split()
-)
-# torch.NAME_(x) functions with an out-of-place torch.NAME (checked against torch by the tests).
-TORCH_INPLACE_FUNCTIONS = frozenset("sigmoid relu tanh exp sqrt rsqrt reciprocal tan exp2 expm1 clamp".split())
 
 
-Identity = object  # id() of the expression that produced a value, or (id, index) for unpacked tuples
-_NO_DEPS: frozenset[int] = frozenset()
 _NO_FORWARDS: frozenset[Forward] = frozenset()
-_NAMES = node_types_under(cst.Name, cst.Attribute)
-# Expressions whose value depends on no other value.
-_WITHOUT_DEPS = node_types_under(cst.Name, cst.BaseNumber, cst.BaseString, cst.Lambda)
-# Expressions that produce a new tensor.
-_OP_RESULTS = node_types_under(cst.Call, cst.BinaryOperation, cst.UnaryOperation)
-# Kinds that are never tensors: no version counter to bump.
-_NOT_TENSORS = frozenset({Kind.NUMBER, Kind.COLLECTION, Kind.MODULE, Kind.OPTIMIZER, Kind.OBJECT})
 
 
 @dataclass(frozen=True)
@@ -154,12 +131,8 @@ class SavedTensorInplace(Rule):
         super().__init__(*args, **kwargs)  # type: ignore[arg-type]
         self._table = saved_tensor_table()
         self._saved: dict[object, dict[Identity, _Saved]] = {}  # scope -> tensor -> the op that saved it
-        self._saving_ops: set[int] = set()  # ids of ops that saved something
-        self._aliases: dict[Identity, tuple[Identity, bool]] = {}  # view expression -> (base, via .data)
-        # Names whose analysed value has no origin (results of unknown calls): the expression last assigned.
-        self._bound: dict[tuple[object, str], Identity] = {}
-        # Which saving ops a value was computed from: a backward() from it runs (and checks) them.
-        self._deps: dict[Identity, frozenset[int]] = {}
+        # Which tensor an expression is, and which saving ops a value was computed from (the model's).
+        self._ids = TensorIdentities(self.ctx)
         self._changes: dict[object, list[_Change]] = {}  # scope -> changes waiting for a backward()
         self._reported: set[int] = set()  # ids of nodes already reported
         # Optimizer steps: which modules values went through is the model's (``module_graph``).
@@ -182,130 +155,24 @@ class SavedTensorInplace(Rule):
             and function.name in CALLED_WITH_GRAD_BY_FRAMEWORK
         )
 
-    # ------------------------------------------------------------ identities
-    def _resolve(self, expr: cst.BaseExpression, tensors_only: bool = True) -> tuple[Identity | None, bool]:
-        """(the object ``expr`` is, or is a view of; whether it goes through ``.data``)."""
-        # Exact type tests here and in ``_deps_of``: they run for most expressions.
-        via_data = False
-        while True:
-            kind = type(expr)
-            if kind is cst.Attribute:
-                attr = expr.attr.value
-                if attr == "data":
-                    via_data, expr = True, expr.value
-                    continue
-                if attr in _VIEW_ATTRIBUTES:
-                    expr = expr.value
-                    continue
-            elif kind is cst.Call and type(expr.func) is cst.Attribute:
-                method = expr.func.attr.value
-                if method in _VIEW_METHODS or _is_inplace_method(method):
-                    expr = expr.func.value  # a view, or an in-place method returning its receiver
-                    continue
-            elif kind is cst.Subscript and _is_basic_indexing(expr):
-                expr = expr.value
-                continue
-            break
-        if type(expr) in _OP_RESULTS:
-            alias = self._aliases.get(id(expr))  # `F.relu(y, inplace=True)` is `y`
-            if alias is not None:
-                return alias[0], via_data or alias[1]
-            return id(expr), via_data  # the tensor this op produces
-        key = dotted_name(expr)
-        if key is None:
-            return None, via_data
-        value = self.ctx.value_of(expr)
-        if tensors_only and value.kind in _NOT_TENSORS:
-            return None, via_data
-        identity: Identity | None = id(value.origin) if value.origin is not None else None
-        if identity is None:
-            identity = self._bound.get((self._scope, key))
-        if identity in self._aliases:
-            base, aliased_data = self._aliases[identity]
-            return base, via_data or aliased_data
-        return identity, via_data
-
-    def _holder(self, expr: cst.BaseExpression) -> Identity | None:
-        """The object (tensor, list, number ...) ``expr`` names, for dependency tracking."""
-        return self._resolve(expr, tensors_only=False)[0]
-
-    def _deps_of(self, expr: cst.CSTNode) -> frozenset[int]:
-        """The saving ops ``expr``'s value was computed from."""
-        if not self._saving_ops:
-            return _NO_DEPS  # every dependency is on a saving op: none yet
-        kind = type(expr)
-        if kind in _NAMES and dotted_name(expr) is not None:
-            holder = self._holder(expr)
-            found = self._deps.get(holder, _NO_DEPS) if holder is not None else _NO_DEPS
-            if kind is cst.Attribute:
-                found = found | self._deps_of(expr.value)  # `outputs.loss`
-            return found
-        if kind in _WITHOUT_DEPS:
-            return _NO_DEPS
-        found = frozenset({id(expr)}) if id(expr) in self._saving_ops else _NO_DEPS
-        for child in value_children(expr):
-            found = found | self._deps_of(child)
-        return found
-
-    def _add_deps(self, holder: Identity | None, deps: frozenset[int]) -> None:
-        if holder is not None and deps:
-            self._deps[holder] = self._deps.get(holder, _NO_DEPS) | deps
-
     # ------------------------------------------------------------ bindings
     def leave_Assign(self, node: cst.Assign) -> None:
-        deps = self._deps_of(node.value)
-        self._note_alias(node.value)
+        deps = self._ids.deps_of(node.value)
+        self._ids.note_alias(node.value)
         for target in node.targets:
             if isinstance(target.target, cst.Subscript):
                 self._changed(target.target.value, node, "indexed write", None)
-                self._add_deps(self._holder(target.target.value), deps)
+                self._ids.add_deps(self._ids.holder(target.target.value), deps)
             else:
-                self._bind(target.target, node.value, deps)
+                self._ids.bind(target.target, node.value, deps)
 
     def leave_AnnAssign(self, node: cst.AnnAssign) -> None:
         if node.value is not None:
-            self._note_alias(node.value)
-            self._bind(node.target, node.value, self._deps_of(node.value))
+            self._ids.note_alias(node.value)
+            self._ids.bind(node.target, node.value, self._ids.deps_of(node.value))
 
     def leave_NamedExpr(self, node: cst.NamedExpr) -> None:
-        self._bind(node.target, node.value, self._deps_of(node.value))
-
-    def _bind(self, target: cst.BaseExpression, value: cst.BaseExpression, deps: frozenset[int]) -> None:
-        """Record what ``target`` will hold once the assignment is done (the analysis binds it next)."""
-        if isinstance(target, (cst.Tuple, cst.List)):
-            elements = [element.value for element in target.elements]
-            if isinstance(value, (cst.Tuple, cst.List)) and len(value.elements) == len(elements):
-                for sub_target, sub_value in zip(elements, value.elements):
-                    self._bind(sub_target, sub_value.value, self._deps_of(sub_value.value))
-                return
-            for index, sub_target in enumerate(elements):
-                self._bind_key(sub_target, None, (id(value), index), deps)
-            return
-        self._bind_key(target, self.ctx.value_of(value).origin, id(value), deps)
-
-    def _bind_key(
-        self, target: cst.BaseExpression, origin: cst.CSTNode | None, fallback: Identity, deps: frozenset[int]
-    ) -> None:
-        key = dotted_name(target)
-        if key is None:
-            return
-        if origin is not None:
-            self._bound.pop((self._scope, key), None)
-            holder: Identity = id(origin)
-        else:
-            self._bound[(self._scope, key)] = holder = fallback
-        self._add_deps(holder, deps)
-
-    def _unbind(self, target: cst.CSTNode | None) -> None:
-        if isinstance(target, (cst.Tuple, cst.List)):
-            for element in target.elements:
-                self._unbind(element.value)
-        elif isinstance(target, cst.StarredElement):
-            self._unbind(target.value)
-        elif isinstance(target, (cst.Name, cst.Attribute)):
-            key = dotted_name(target)
-            if key is not None:
-                self._bound.pop((self._scope, key), None)
+        self._ids.bind(node.target, node.value, self._ids.deps_of(node.value))
 
     def visit_While(self, node: cst.While) -> None:
         if self._graph is not None:
@@ -319,37 +186,29 @@ class SavedTensorInplace(Rule):
 
     def visit_For(self, node: cst.For) -> None:
         self.visit_While(node)  # type: ignore[arg-type]
-        self._unbind(node.target)
+        self._ids.unbind(node.target)
 
     def visit_WithItem(self, node: cst.WithItem) -> None:
         if node.asname is not None:
-            self._unbind(node.asname.name)
+            self._ids.unbind(node.asname.name)
 
     def visit_Del(self, node: cst.Del) -> None:
-        self._unbind(node.target)
+        self._ids.unbind(node.target)
 
     def visit_ExceptHandler(self, node: cst.ExceptHandler) -> None:
         if node.name is not None:
-            self._unbind(node.name.name)
-
-    def _note_alias(self, value: cst.BaseExpression) -> None:
-        """``a = y.detach()`` / ``a = y[0]`` / ``a = y.data``: ``a`` changes ``y``'s memory."""
-        if not isinstance(value, (cst.Call, cst.Attribute, cst.Subscript)):
-            return
-        base, via_data = self._resolve(value)
-        if base is not None and base != id(value):
-            self._aliases[id(value)] = (base, via_data)
+            self._ids.unbind(node.name.name)
 
     # ------------------------------------------------------------ saving
     def _save(self, expr: cst.BaseExpression, op: cst.CSTNode, role: str) -> None:
-        identity, via_data = self._resolve(expr)
+        identity, via_data = self._ids.resolve(expr)
         if identity is not None and not via_data:
             self._saved.setdefault(self._scope, {})[identity] = _Saved(op, role)
-            self._saving_ops.add(id(op))
+            self._ids.note_saving(op)
 
     def _save_output(self, op: cst.CSTNode) -> None:
         self._saved.setdefault(self._scope, {})[id(op)] = _Saved(op, OUTPUT)
-        self._saving_ops.add(id(op))
+        self._ids.note_saving(op)
 
     def _record_op(self, op: cst.CSTNode, saves: str | None, operands: list[cst.BaseExpression]) -> None:
         """Remember what ``op`` saved, given which of its operands require grad."""
@@ -398,7 +257,7 @@ class SavedTensorInplace(Rule):
         func = node.func
         if qualified is not None:
             namespace, _, name = qualified.rpartition(".")
-            if namespace not in _OP_NAMESPACES:
+            if namespace not in OP_NAMESPACES:
                 return None, []
             operands = args
         elif isinstance(func, cst.Attribute) and self.ctx.value_of(func.value).is_tensor:
@@ -425,14 +284,8 @@ class SavedTensorInplace(Rule):
         """(the built-in nn module's name, its constructor call) when ``node`` calls one."""
         if self.ctx.qualify(node.func) is not None:
             return None, None
-        module = self.ctx.value_of(node.func)
-        origin = module.origin
-        if module.kind is not Kind.MODULE or module.cls is not None or not isinstance(origin, cst.Call):
-            return None, None
-        qualified = self.ctx.qualify(origin.func) or ""
-        if not qualified.startswith("torch.nn.") or qualified.count(".") != 2:
-            return None, None
-        return qualified.rsplit(".", 1)[-1], origin
+        found = self.ctx.builtin_module(self.ctx.value_of(node.func))
+        return found if found is not None else (None, None)
 
     # ------------------------------------------------------------ calls
     def leave_Call(self, node: cst.Call) -> None:
@@ -460,7 +313,7 @@ class SavedTensorInplace(Rule):
         if self._check_inplace_call(node, qualified, args, module):
             return
         if type(func) is cst.Attribute and func.attr.value in STORING_METHODS:
-            self._add_deps(self._holder(func.value), self._deps_of(node))  # `losses.append(loss)`
+            self._ids.add_deps(self._ids.holder(func.value), self._ids.deps_of(node))  # `losses.append(loss)`
         module_name, _ = module
         if module_name is not None:
             saves = self._table.module(module_name)
@@ -482,21 +335,21 @@ class SavedTensorInplace(Rule):
         (``qualified``, ``args``, ``module``: the callee's qualified name, the positional
         arguments, and ``_module_of_call(node)``.)"""
         func = node.func
-        if qualified is None and type(func) is cst.Attribute and _is_inplace_method(func.attr.value):
+        if qualified is None and type(func) is cst.Attribute and is_inplace_method(func.attr.value):
             method, target = func.attr.value, func.value
-            if not (self.ctx.value_of(_strip_data(target)).is_tensor or self._resolve(target)[0] is not None):
+            if not (self.ctx.value_of(_strip_data(target)).is_tensor or self._ids.resolve(target)[0] is not None):
                 return False
             if not (isinstance(target, cst.Call) and isinstance(target.func, cst.Attribute)
-                    and _is_inplace_method(target.func.attr.value)):  # `y.mul_(2).add_(1)`: reported once
+                    and is_inplace_method(target.func.attr.value)):  # `y.mul_(2).add_(1)`: reported once
                 self._changed(target, node, f"`{method}()`", self._method_fix(node, target, method))
-            self._add_deps(self._holder(target), self._deps_of(node))
+            self._ids.add_deps(self._ids.holder(target), self._ids.deps_of(node))
             self._record_inplace_output(node, target, method[:-1])
             return True
         if qualified is not None and qualified.startswith("torch."):
             namespace, _, name = qualified.rpartition(".")
             if name.endswith("_") and not name.startswith("__") and args:
                 self._changed(args[0], node, f"`{name}()`", self._torch_function_fix(node, namespace, name))
-                if namespace in _OP_NAMESPACES:
+                if namespace in OP_NAMESPACES:
                     effect = self._table.inplace_effect(name[:-1])
                     saves_output = effect == OUTPUT or (effect is None and self._table.op(name[:-1]) == OUTPUT)
                     self._inplace_result(node, args[0], saves_output)
@@ -523,10 +376,10 @@ class SavedTensorInplace(Rule):
     def _inplace_result(self, node: cst.Call, target: cst.BaseExpression, saves_output: bool) -> None:
         """The result of an in-place call is ``target`` itself; when the op saves its output
         (``F.relu(y, inplace=True)``, ``nn.ELU(inplace=True)``), changing it again raises M4."""
-        base, via_data = self._resolve(target)
+        base, via_data = self._ids.resolve(target)
         if base is not None:
-            self._aliases[id(node)] = (base, via_data)
-        self._add_deps(self._holder(target), self._deps_of(node))
+            self._ids.alias(node, base, via_data)
+        self._ids.add_deps(self._ids.holder(target), self._ids.deps_of(node))
         if saves_output:
             self._record_inplace_output(node, target, None)
 
@@ -540,20 +393,20 @@ class SavedTensorInplace(Rule):
         if _goes_through_data(target):
             return
         self._save(target, node, OUTPUT)
-        self._add_deps(self._holder(target), frozenset({id(node)}))
+        self._ids.add_deps(self._ids.holder(target), frozenset({id(node)}))
 
     def leave_AugAssign(self, node: cst.AugAssign) -> None:
         target = node.target
         if isinstance(target, cst.Subscript):
             self._changed(target.value, node, "indexed write", None)
-            self._add_deps(self._holder(target.value), self._deps_of(node.value))
+            self._ids.add_deps(self._ids.holder(target.value), self._ids.deps_of(node.value))
             return
         self._changed(target, node, "augmented assignment", self._augassign_fix(node))
-        self._add_deps(self._holder(target), self._deps_of(node.value))  # `total += loss`
+        self._ids.add_deps(self._ids.holder(target), self._ids.deps_of(node.value))  # `total += loss`
 
     # ------------------------------------------------------------ changes
     def _changed(self, target: cst.BaseExpression, node: cst.CSTNode, how: str, fix: Fix | None) -> None:
-        identity, via_data = self._resolve(target)
+        identity, via_data = self._ids.resolve(target)
         saved = self._saved.get(self._scope, {}).get(identity) if identity is not None else None
         if saved is None:
             return
@@ -580,9 +433,9 @@ class SavedTensorInplace(Rule):
     def _backward(self, call: cst.Call, roots: tuple[cst.BaseExpression, ...], retains_graph: bool) -> None:
         """A backward() from ``roots`` runs the saving ops they were computed from: report the
         changes of their saved tensors (on a path that reaches ``call``), then free them."""
-        reached: frozenset[int] = _NO_DEPS
+        reached: frozenset[int] = NO_DEPS
         for root in roots:
-            reached = reached | self._deps_of(root)
+            reached = reached | self._ids.deps_of(root)
         self._report_changes(reached, call)
         if not retains_graph:
             saved = self._saved.get(self._scope, {})
@@ -592,7 +445,7 @@ class SavedTensorInplace(Rule):
     def leave_Return(self, node: cst.Return) -> None:
         """In ``forward()`` the framework runs backward from what it returns."""
         if node.value is not None and self._in_forward():
-            self._report_changes(self._deps_of(node.value), None)
+            self._report_changes(self._ids.deps_of(node.value), None)
 
     def _report_changes(self, reached: frozenset[int], backward: cst.CSTNode | None) -> None:
         """Report the waiting changes of what ``reached`` saved; with a ``backward`` call, only those
@@ -683,7 +536,9 @@ class SavedTensorInplace(Rule):
             if any(f.serial > step.serial and any(related(f.module, m) for m in stepped) for f in reached):
                 return None
             hits = [f for f in stale if f in step.retained and f.module in stepped]
-        return min(hits, key=lambda forward: forward.serial) if hits else None
+        # The first forward of the stepped module itself (or of a part of it), else of a whole it is part of.
+        inside = step.modules or frozenset(f.module for f in step.retained)
+        return min(hits, key=lambda f: (not any(_within(f.module, m) for m in inside), f.serial)) if hits else None
 
     def _second_iteration(self, loop: _Loop) -> None:
         """A retained backward() in a loop through a forward made before the loop runs again on
@@ -835,8 +690,9 @@ class SavedTensorInplace(Rule):
         return fixes.replace("assign the out-of-place result", node, assign)
 
 
-def _is_inplace_method(name: str) -> bool:
-    return name.endswith("_") and not name.startswith("__") and name not in NON_MUTATING_UNDERSCORE
+def _within(key: str, module: str) -> bool:
+    """``key`` names ``module`` or one of its parts."""
+    return key == module or key.startswith(module + ".")
 
 
 def _strip_data(expr: cst.BaseExpression) -> cst.BaseExpression:
@@ -851,20 +707,6 @@ def _goes_through_data(expr: cst.BaseExpression) -> bool:
 
 def _is_true(node: cst.BaseExpression) -> bool:
     return isinstance(node, cst.Name) and node.value == "True"
-
-
-def _is_basic_indexing(node: cst.Subscript) -> bool:
-    """``y[0]``, ``y[1:3]``, ``y[:, 0]``: a view (advanced indexing with tensors copies)."""
-    for element in node.slice:
-        index = element.slice
-        if isinstance(index, cst.Slice):
-            continue
-        if isinstance(index, cst.Index) and isinstance(index.value, (cst.Integer, cst.Ellipsis)):
-            continue
-        if isinstance(index, cst.Index) and isinstance(index.value, cst.Name) and index.value.value == "None":
-            continue
-        return False
-    return True
 
 
 def _on_one_path(flow: Flow, a: cst.CSTNode, b: cst.CSTNode) -> bool:
@@ -890,4 +732,4 @@ def _short(source: str, limit: int = 40) -> str:
     return source if len(source) <= limit else source[: limit - 3] + "..."
 
 
-__all__ = ["OUT_OF_PLACE_TWINS", "SavedTensorInplace", "TORCH_INPLACE_FUNCTIONS"]
+__all__ = ["SavedTensorInplace"]

@@ -22,6 +22,7 @@ from torchlint.analysis.events import EventKind, gradient_reads, is_optimizer, l
 from torchlint.analysis.flow import Flow
 from torchlint.analysis.names import root_name, through_grad
 from torchlint.analysis.torch_api import NON_MUTATING_UNDERSCORE
+from torchlint.analysis.uses import Sink
 from torchlint.rule import Fix, FixSafety, Rule
 
 # Names a call to code we cannot see into may carry when it resets gradients.
@@ -75,10 +76,16 @@ class _OpaqueCall:
     name: str
     roots: frozenset[str]
     holds_parameters: bool
+    node: cst.Call | None = None
+    # The function or module the call is in (where its result is followed), None: the module.
+    region: cst.CSTNode | None = None
+
+    def named_as_zeroing(self) -> bool:
+        name = self.name.lower()
+        return "grad" in name and any(word in name for word in _ZEROING_WORDS)
 
     def may_zero(self, optimizer_roots: set[str]) -> bool:
-        name = self.name.lower()
-        if "grad" in name and any(word in name for word in _ZEROING_WORDS):
+        if self.named_as_zeroing():
             return True
         return self.holds_parameters or bool(self.roots & optimizer_roots)
 
@@ -91,7 +98,6 @@ class _Facts:
     zeroed: set[str] = field(default_factory=set)  # tensors whose own gradient is reset (`w.grad = None`)
     zeroes_modules: bool = False  # `model.zero_grad()`: module parameters only, not other leaves
     zeroing_sites: list[cst.CSTNode] = field(default_factory=list)  # statements that reset gradients
-    branches: dict[int, cst.If] = field(default_factory=dict)  # `if` statements in the body, by id
     helpers: list[FunctionInfo] = field(default_factory=list)
     opaque: list[_OpaqueCall] = field(default_factory=list)
     # Keys bound by assignment in the body, and names bound by loops nested in it.
@@ -157,12 +163,6 @@ class GradNotZeroed(Rule):
 
     def visit_For(self, node: cst.For) -> None:
         self._enter_loop(node)
-
-    def visit_If(self, node: cst.If) -> None:
-        for loop_node in self.ctx.loops:
-            loop = self._loops.get(id(loop_node))
-            if loop is not None:
-                loop.facts.branches[id(node)] = node
 
     def visit_While(self, node: cst.While) -> None:
         self._enter_loop(node)
@@ -340,7 +340,9 @@ class GradNotZeroed(Rule):
             if stored is None and receiver_root is not None:
                 roots = roots | {receiver_root}  # (an object kept on the instance gets only its arguments)
         name = last_name(func) if self.ctx.qualify(func) is not None or type(func) in (cst.Name, cst.Attribute) else ""
-        return _OpaqueCall(name, roots, self._holds_parameters(node))
+        function = self.ctx.function
+        region = function.node if function is not None else self.ctx.module
+        return _OpaqueCall(name, roots, self._holds_parameters(node), node, region)
 
     def _arg_roots(self, node: cst.Call) -> frozenset[str]:
         roots = {root_name(arg.value) for arg in node.args}
@@ -407,7 +409,34 @@ class GradNotZeroed(Rule):
         if zeroed and not self._unreset_owners(updates, zeroed):
             return False  # each manually updated tensor's gradient is reset (an optimizer's too, then)
         roots = {u.root for u in updates if u.root is not None}
-        return not any(call.may_zero(roots) for call in opaque)
+        own = {id(call) for call in facts.opaque}
+        return not any(
+            call.may_zero(roots) and not (id(call) in own and self._cannot_be_the_reset(loop, call, roots))
+            for call in opaque
+        )
+
+    def _cannot_be_the_reset(self, loop: _Loop, call: _OpaqueCall, optimizer_roots: set[str]) -> bool:
+        """A call in the loop body that may reach the gradients but does not reset them for the
+        next iteration: it runs after a ``backward()`` and before every update (a reset there
+        would discard the gradients the update is about to use: ``clip_gradient(optimizer, c)``),
+        or what it returns is backpropagated (it computes the loss: a forward pass,
+        ``out = predict(model, x)``) and it is not handed an optimizer."""
+        node = call.node
+        if node is None or call.named_as_zeroing():
+            return False
+        flow = self.ctx.flow(loop.node)
+        if not flow.contains(node):
+            return False
+        sites = [u.site for u in self._own_updates(loop)]
+        if sites and all(site is not None and flow.contains(site) for site in sites) and any(
+            all(flow.between(node, backward, site) for site in sites)  # type: ignore[arg-type]
+            for backward in self._backwards if flow.contains(backward)
+        ):
+            return True
+        if call.roots & optimizer_roots or call.region is None:
+            return False
+        uses = self.ctx.value_flow(call.region).follow_value(node) or ()
+        return any(use.sink is Sink.BACKWARD and flow.before(node, use.node) for use in uses)
 
     def _zeroing_skipped_by_a_fixed_branch(self, loop: _Loop) -> cst.If | None:
         """Some update (with a ``backward()`` on its path) sits in one arm of an ``if`` whose
@@ -431,9 +460,8 @@ class GradNotZeroed(Rule):
     def _fixed_split(self, loop: _Loop, flow: Flow, a: cst.CSTNode, b: cst.CSTNode) -> cst.If | None:
         """The ``if`` in whose different arms ``a`` and ``b`` sit, when its test is the same on
         every iteration of ``loop``."""
-        statement = flow.separating_statement(a, b)
-        branch = loop.facts.branches.get(statement) if statement is not None else None
-        return branch if branch is not None and self.ctx.invariant_in(branch.test, loop.node) else None
+        branch = flow.separating_node(a, b)
+        return branch if isinstance(branch, cst.If) and self.ctx.invariant_in(branch.test, loop.node) else None
 
     def _helpers_of(self, facts: _Facts) -> list[FunctionInfo]:
         """Helpers called from the body, and the helpers they call, transitively."""

@@ -18,12 +18,15 @@ so it only keeps the graphs alive), or when it is handed to numpy or a plotting 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import libcst as cst
 
 from torchlint import fixes
+from torchlint.analysis import torch_api as api
+from torchlint.analysis.accumulators import accumulated_arguments
 from torchlint.analysis.events import EventKind, has_event
 from torchlint.analysis.names import names_in
 from torchlint.analysis import Kind, dotted_name, keyword_arg, positional_args
@@ -41,6 +44,9 @@ _FUNCTIONAL_LOSSES = frozenset(
     "soft_margin_loss multilabel_soft_margin_loss cosine_embedding_loss triplet_margin_loss".split()
 )
 M6 = "Can't call numpy() on Tensor that requires grad"
+_METHOD_DEF = re.compile(r"def\s+(\w+)\s*\(\s*self\b")
+# Methods that start an accumulator afresh: a list's ``clear()``, a meter's ``reset()``.
+_RESETS = frozenset({"clear", "reset"})
 
 
 @dataclass
@@ -56,6 +62,7 @@ class _Candidate:
     region: cst.CSTNode
     when: Callable[[], bool] | None
     scope: cst.CSTNode  # the function (or module) the accumulation is in
+    via: str | None = None  # the method that adds it to a running sum (``update`` of a meter)
 
 
 @dataclass
@@ -80,6 +87,7 @@ class LossHistoryAccumulation(Rule):
         super().__init__(*args, **kwargs)  # type: ignore[arg-type]
         self._loops: dict[int, _LoopState] = {}
         self._bindings: dict[tuple[int, str], int] = {}
+        self._methods_defined: frozenset[str] | None = None
 
     # ------------------------------------------------------------ bindings
     def _binding(self, key: str) -> tuple[str, int]:
@@ -155,10 +163,39 @@ class LossHistoryAccumulation(Rule):
                         state.steps.append(node)
             return
         func = node.func
-        if isinstance(func, cst.Attribute) and func.attr.value == "append" and len(node.args) == 1:
+        if not isinstance(func, cst.Attribute):
+            return
+        if func.attr.value == "append" and len(node.args) == 1:
             accumulator = container_key(func.value)
             if accumulator is not None and node.args[0].keyword is None and not node.args[0].star:
                 self._candidate(node, accumulator, node.args[0].value)
+        elif node.args and func.attr.value not in api.LIST_METHODS and (self.ctx.loops or self._in_method()):
+            self._meter_update(node, func)
+
+    def _may_define(self, method: str) -> bool:
+        """A class of this file defines ``method`` (``def method(self``), or the file made objects
+        of its project's classes (a sibling's class may): the cheap test before resolving the receiver."""
+        if self._methods_defined is None:
+            self._methods_defined = frozenset(_METHOD_DEF.findall(self.ctx.source))
+        return method in self._methods_defined or self.ctx.made_project_objects()
+
+    def _in_method(self) -> bool:
+        function = self.ctx.function
+        return function is not None and function.cls is not None and function.is_method
+
+    def _meter_update(self, node: cst.Call, func: cst.Attribute) -> None:
+        """``meter.update(loss, n)``: a method of a class of this file or a sibling file that adds
+        its argument to a sum the instance keeps (``analysis.accumulators``)."""
+        if not self._may_define(func.attr.value):
+            return
+        accumulator = dotted_name(func.value)
+        if accumulator is None or self.ctx.qualify(func) is not None:  # (`torch.cat(...)`, `np.mean(...)`)
+            return
+        method = self.ctx.method_definition(node)
+        if method is None:
+            return
+        for expr in accumulated_arguments(method, node):
+            self._candidate(node, accumulator, expr, f"{func.attr.value}()")
 
     def _note_backward(self, node: cst.Call, loss: cst.BaseExpression) -> None:
         names = _names_carried(loss)
@@ -176,20 +213,21 @@ class LossHistoryAccumulation(Rule):
                 if scalar:
                     state.scalar_backpropagated.add(self._binding(name))
 
-    def _candidate(self, node: cst.CSTNode, accumulator: str, expr: cst.BaseExpression) -> None:
+    def _candidate(self, node: cst.CSTNode, accumulator: str, expr: cst.BaseExpression, via: str | None = None) -> None:
         if not self.ctx.loops:
             if self._history_of_calls(accumulator):
-                candidate = self._make_candidate(node, accumulator, expr)
+                candidate = self._make_candidate(node, accumulator, expr, via)
                 if candidate is not None:
                     self._judge_history_of_calls(candidate)
             return
         if id(self.ctx.loops[-1]) not in self._loops:
             return
-        candidate = self._make_candidate(node, accumulator, expr)
+        candidate = self._make_candidate(node, accumulator, expr, via)
         if candidate is not None:
             self._loops[id(self.ctx.loops[-1])].candidates.append(candidate)
 
-    def _make_candidate(self, node: cst.CSTNode, accumulator: str, expr: cst.BaseExpression) -> _Candidate | None:
+    def _make_candidate(self, node: cst.CSTNode, accumulator: str, expr: cst.BaseExpression,
+                        via: str | None = None) -> _Candidate | None:
         mode = self.ctx.grad_mode
         if mode.statically_disabled:
             return None
@@ -209,7 +247,7 @@ class LossHistoryAccumulation(Rule):
         return _Candidate(
             node, self.ctx.statement, accumulator, expr, by_analysis, backpropagated, evidence,
             self._is_scalar(expr), self._region(accumulator), when,
-            self.ctx.function.node if self.ctx.function is not None else self.ctx.module,
+            self.ctx.function.node if self.ctx.function is not None else self.ctx.module, via,
         )
 
     def _history_of_calls(self, accumulator: str) -> bool:
@@ -333,8 +371,11 @@ class LossHistoryAccumulation(Rule):
         # backward() frees the saved activations; the accumulated losses still link the graph nodes
         kept = "graph" if backpropagated else "graph (and its saved activations)"
         kept_of_every = f"the {kept} of every {every}" if every else f"every iteration's {kept}"
+        into = f"`{candidate.accumulator}`"
+        if candidate.via is not None:
+            into += f" (its `{candidate.via}` adds it to a running sum)"
         return (
-            f"{loss} still carries its autograd graph; accumulating it into `{candidate.accumulator}` keeps "
+            f"{loss} still carries its autograd graph; accumulating it into {into} keeps "
             f"{kept_of_every} alive{consequence}; accumulate `.item()` (or `.detach()`) instead"
         )
 
@@ -451,7 +492,7 @@ def _resets_inside(loop: cst.For | cst.While, accumulator: str) -> list[cst.CSTN
 
         def visit_Call(self, node: cst.Call) -> None:
             func = node.func
-            if isinstance(func, cst.Attribute) and func.attr.value == "clear" and dotted_name(func.value) == accumulator:
+            if isinstance(func, cst.Attribute) and func.attr.value in _RESETS and dotted_name(func.value) == accumulator:
                 found.append(node)
 
     scan(loop.body, Finder())

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import libcst as cst
 
 from torchlint import fixes
 from torchlint.analysis import Kind, Value
 from torchlint.analysis import torch_api as api
+from torchlint.analysis.histories import holds_graph_carrying_losses
+from torchlint.analysis.plots import plots_on_axes
 from torchlint.analysis.uses import Sink
 from torchlint.analysis.values import ASSUMED_TAGS
 from torchlint.rule import Fix, FixSafety, Rule
@@ -31,6 +35,8 @@ class NumpyOfGradTensor(Rule):
             self._check_conversion(node, qualified, lists_only=False)
         elif qualified in api.NUMPY_LIST_CONVERSIONS:
             self._check_conversion(node, qualified, lists_only=True)
+        elif plots_on_axes(self.ctx, node, self.ctx.scope_bindings()):
+            self._check_conversion(node, f"Axes.{func.attr.value}", lists_only=False)  # type: ignore[attr-defined]
 
     def _check_numpy_method(self, node: cst.Call, func: cst.Attribute) -> None:
         receiver = func.value
@@ -56,11 +62,14 @@ class NumpyOfGradTensor(Rule):
             if lists_only and value.kind is Kind.COLLECTION and self._result_backpropagated(node, value):
                 self._report_backpropagated_reduction(node, qualified)
                 return
-            if not value.carries_grad or _assumed(value) or (lists_only and value.is_tensor):
+            if value.kind is Kind.COLLECTION and not value.carries_grad and self._graph_history(arg.value):
+                condition: Callable[[], bool] | None = None  # (a backward() went through them)
+            elif not value.carries_grad or _assumed(value) or (lists_only and value.is_tensor):
                 continue
-            condition = self.ctx.requires_grad_when_run(value)
-            if condition is None:
-                continue
+            else:
+                condition = self.ctx.requires_grad_when_run(value)
+                if condition is None:
+                    continue
             name = fixes.source_of(arg.value)
             function = qualified.rsplit(".", 1)[-1]
             fix: Fix | None = None
@@ -78,6 +87,14 @@ class NumpyOfGradTensor(Rule):
                 when=condition,
             )
             return
+
+    def _graph_history(self, expr: cst.BaseExpression) -> bool:
+        """A list of backpropagated losses, or of epoch sums of them (``analysis.histories``)."""
+        if type(expr) is not cst.Name:
+            return False
+        function = self.ctx.function
+        region = function.node if function is not None else self.ctx.module
+        return holds_graph_carrying_losses(self.ctx, region, expr.value)
 
     def _result_backpropagated(self, node: cst.Call, collection: Value) -> bool:
         """``loss = np.sum([criterion(out[j], y) for j in ...]); loss.backward()``: the result

@@ -1,0 +1,61 @@
+"""TL010's module-attribute fixture (``tests/fixtures/TL010/module_attributes.py``) run with
+torch: every line it expects TL010 on raises the second-backward error there, and the
+look-alikes it leaves alone train."""
+
+from __future__ import annotations
+
+import ast
+import re
+import traceback
+from pathlib import Path
+
+import pytest
+
+FIXTURE = Path(__file__).parent / "fixtures" / "TL010" / "module_attributes.py"
+SECOND_BACKWARD = "backward through the graph a second time"
+
+
+def _definitions() -> dict[str, object]:
+    """The fixture's imports and classes, without running its module-level loops."""
+    tree = ast.parse(FIXTURE.read_text())
+    tree.body = [node for node in tree.body if isinstance(node, (ast.Import, ast.ImportFrom, ast.ClassDef))]
+    namespace: dict[str, object] = {"__name__": "tl010_fixture"}
+    exec(compile(tree, str(FIXTURE), "exec"), namespace)
+    return namespace
+
+
+def _expected_lines() -> set[int]:
+    return {n for n, line in enumerate(FIXTURE.read_text().splitlines(), 1) if re.search(r"# expect: TL010", line)}
+
+
+def _failing_line(error: BaseException) -> int:
+    frames = [f for f in traceback.extract_tb(error.__traceback__) if Path(f.filename) == FIXTURE]
+    return frames[-1].lineno  # type: ignore[return-value]
+
+
+@pytest.mark.torch
+def test_the_generator_steps_fail_where_tl010_reports_and_the_fixed_forms_train() -> None:
+    torch = pytest.importorskip("torch")
+    trainer = _definitions()["AdversarialTrainer"]()  # type: ignore[operator]
+    x = torch.randn(4, 3)
+    with pytest.raises(RuntimeError, match=SECOND_BACKWARD) as raised:
+        trainer.train_batch(x)
+    assert _failing_line(raised.value) in _expected_lines()
+    trainer.train_batch_fixed(x)
+    trainer.train_batch_retained(x)
+
+
+@pytest.mark.torch
+def test_the_module_level_encoder_loop_fails_where_tl010_reports() -> None:
+    pytest.importorskip("torch")
+    source = FIXTURE.read_text()
+    with pytest.raises(RuntimeError, match=SECOND_BACKWARD) as raised:
+        exec(compile(source, str(FIXTURE), "exec"), {"__name__": "tl010_fixture"})
+    assert _failing_line(raised.value) in _expected_lines()
+    # The last loop (a new graph each iteration) trains: run it alone.
+    tree = ast.parse(source)
+    last_loop = [node for node in tree.body if isinstance(node, ast.For)][-1]
+    setup = [node for node in tree.body if isinstance(node, (ast.Import, ast.ImportFrom, ast.ClassDef))]
+    setup.append(ast.parse("net = Holder()").body[0])
+    tree.body = [*setup, last_loop]
+    exec(compile(tree, str(FIXTURE), "exec"), {"__name__": "tl010_fixture"})  # (raises if it does not train)
