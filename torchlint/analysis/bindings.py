@@ -14,7 +14,7 @@ from torchlint.analysis import torch_api as api
 from torchlint.analysis.events import EventKind
 from torchlint.analysis.names import dotted_expression, dotted_name, literal_bool
 from torchlint.analysis.scopes import BindingCollector, Bindings, BindingTable, parameter_names
-from torchlint.analysis.values import BACKPROPAGATED, LEAF_ON_CPU, NUMBER, UNKNOWN, Kind, Value
+from torchlint.analysis.values import BACKPROPAGATED, LEAF_ON_CPU, NUMBER, SUBMODULE_ELEMENT, UNKNOWN, Kind, Value
 from torchlint.analysis.walk import scan, subtree
 
 if TYPE_CHECKING:
@@ -299,6 +299,8 @@ class BindingState:
             return _pair(UNKNOWN, Value(Kind.LEAF, iterable, tags=frozenset({"parameter"})))
         if collection.kind is Kind.COLLECTION and collection.element is not None:
             return collection.element
+        if self._holds_submodules(iterable, collection):
+            return Value(Kind.UNKNOWN, target, tags=frozenset({SUBMODULE_ELEMENT}))
         if (
             collection.kind is Kind.UNKNOWN
             and isinstance(target, cst.Name)
@@ -308,6 +310,14 @@ class BindingState:
             # .grad iterates over leaves (a non-leaf's .grad is always None).
             return Value(Kind.LEAF, target, tags=frozenset({"assumed-leaf"}))
         return UNKNOWN
+
+    def _holds_submodules(self, iterable: cst.BaseExpression, collection: Value) -> bool:
+        """A built-in container module (``self.convs``, an ``nn.ModuleList``), or an attribute of
+        a module whose links are unknown (``m.m`` of ``m = self.model[-1]``): what a loop over it
+        yields are submodules (or, for ``m.stride``, tensors -- which have no ``weight``)."""
+        if collection.kind is Kind.MODULE:
+            return collection.cls is None
+        return collection.kind is Kind.UNKNOWN and type(iterable) is cst.Attribute and self._inside_module(iterable)
 
     # ------------------------------------------------------------ comprehensions
     def _enter_comprehension(self, node: cst.BaseComp) -> None:

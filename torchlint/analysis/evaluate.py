@@ -17,7 +17,8 @@ from torchlint.analysis import torch_api as api
 from torchlint.analysis.facts import ValueFacts
 from torchlint.analysis.names import dotted_name, keyword_arg, literal_bool, positional_args, through_grad
 from torchlint.analysis.values import (
-    ASSUMED_TAGS, BACKPROPAGATED, LEAF_ON_A_PATH, LEAF_ON_CPU, MOVED_LEAF_ON_A_PATH, NUMBER, UNKNOWN, Kind, Value, join,
+    ASSUMED_TAGS, BACKPROPAGATED, LEAF_ON_A_PATH, LEAF_ON_CPU, MOVED_LEAF_ON_A_PATH, NUMBER, SUBMODULE_ELEMENT, UNKNOWN,
+    VIEW_OF_LEAF, Kind, Value, join,
 )
 
 # Tags of a gradient (``p.grad``) and of a value computed from one (``lr * p.grad``).
@@ -109,9 +110,11 @@ class Evaluation(ValueFacts):
             if base.kind is Kind.MODULE and not base.tags & {"parameterless"}:
                 return UNKNOWN
             return UNKNOWN
-        if base.is_tensor and attr in ("T", "mT", "H", "mH", "real", "imag"):
-            return self._derived([base], node)
-        if base.kind is Kind.UNKNOWN and attr in api.BUILTIN_PARAMETER_ATTRS and self._inside_module(node.value):
+        if base.is_tensor and attr in api.VIEW_ATTRIBUTES:
+            return _as_view(base, self._derived([base], node))
+        if base.kind is Kind.UNKNOWN and attr in api.BUILTIN_PARAMETER_ATTRS and (
+            SUBMODULE_ELEMENT in base.tags or self._inside_module(node.value)
+        ):
             # ``model.bert.encoder.layer[3].output.dense.weight``: the layer a pretrained model
             # holds deep inside is not known, but a ``weight`` of a submodule is a parameter.
             return Value(Kind.LEAF, node, tags=frozenset({"parameter"}))
@@ -133,6 +136,8 @@ class Evaluation(ValueFacts):
             value = self.value_of(node)
             if value.kind is Kind.MODULE:
                 return value.cls is None
+            if SUBMODULE_ELEMENT in value.tags:
+                return True
             if value.kind is not Kind.UNKNOWN:
                 return False
 
@@ -143,10 +148,27 @@ class Evaluation(ValueFacts):
         if "softmax" in base.tags:  # `probs[:, -1]`: some of the probabilities
             return self._derived([base], node).tagged("softmax")
         if base.is_tensor:
-            return self._derived([base], node)
+            result = self._derived([base], node)
+            return _as_view(base, result) if self._is_basic_index(node) else result
         if base.kind is Kind.MODULE:
             return Value(Kind.MODULE, node)
         return UNKNOWN
+
+    def _is_basic_index(self, node: cst.Subscript) -> bool:
+        """``t[0]``, ``t[:, 4]``, ``t[..., i]``: indexing by slices and numbers makes a view (a
+        tensor or list index makes a copy)."""
+        for element in node.slice:
+            index = element.slice
+            if isinstance(index, cst.Slice):
+                continue
+            value = index.value  # type: ignore[attr-defined]
+            if isinstance(value, cst.UnaryOperation) and isinstance(value.operator, cst.Minus):
+                value = value.expression
+            if isinstance(value, cst.Ellipsis) or (isinstance(value, cst.Name) and value.value == "None"):
+                continue
+            if self.value_of(value).kind is not Kind.NUMBER:
+                return False
+        return True
 
     def _value_BinaryOperation(self, node: cst.BinaryOperation) -> Value:
         return self._derived([self.value_of(node.left), self.value_of(node.right)], node)
@@ -343,7 +365,8 @@ class Evaluation(ValueFacts):
             return receiver  # in-place: the same object
         if method in api.CONVERSION_METHODS:
             return self._value_of_conversion(node, method, receiver)
-        return self._derived([receiver] + [self.value_of(a.value) for a in node.args if a.keyword is None], node)
+        result = self._derived([receiver] + [self.value_of(a.value) for a in node.args if a.keyword is None], node)
+        return _as_view(receiver, result) if method in api.VIEW_METHODS else result
 
     def _value_of_conversion(self, node: cst.Call, method: str, receiver: Value) -> Value:
         if not receiver.requires_grad:
@@ -402,6 +425,15 @@ class Evaluation(ValueFacts):
         if any(BACKPROPAGATED in value.tags for value in inputs) and not self.grad_mode.statically_disabled:
             return _FROM_BACKPROPAGATED  # `lossD = lossD_real + lossD_fake`: it carries their graphs
         return UNKNOWN
+
+
+def _as_view(base: Value, result: Value) -> Value:
+    """``result``, a view of ``base``: tagged a view of a leaf when ``base`` is one (or a view of
+    one) that certainly requires grad and the view was made in grad mode (a NONLEAF result)."""
+    is_leaf = base.kind is Kind.LEAF or VIEW_OF_LEAF in base.tags
+    if is_leaf and base.certainly_requires_grad and result.kind is Kind.NONLEAF:
+        return result.tagged(VIEW_OF_LEAF)
+    return result
 
 
 # What an op on a value that a backward() went through gives (see ``Bindings._note_backpropagated``).

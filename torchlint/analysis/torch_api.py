@@ -65,6 +65,16 @@ RESHAPING_METHODS = frozenset(
     {"view", "reshape", "t", "unsqueeze", "squeeze", "expand", "permute", "transpose", "flatten", "view_as",
      "reshape_as", "expand_as"}
 )
+# Methods whose result is a view sharing the receiver's storage (``reshape``/``flatten`` of a
+# contiguous tensor, as a parameter is): an in-place op on a view of a leaf that requires grad
+# raises 'a view of a leaf Variable that requires grad is being used in an in-place operation'
+# (measured for view/reshape/t/indexing; ``expand`` is left out: writing into it fails otherwise).
+VIEW_METHODS = frozenset(
+    {"view", "view_as", "reshape", "reshape_as", "t", "transpose", "permute", "unsqueeze", "squeeze", "flatten",
+     "narrow", "select", "diagonal", "movedim", "swapaxes", "swapdims", "unflatten"}
+)
+# Tensor attributes that are views of it.
+VIEW_ATTRIBUTES = frozenset({"T", "mT", "H", "mH", "real", "imag"})
 # The dtype a dtype-conversion method converts to (``t.double()`` is ``t.to(torch.float64)``).
 DTYPE_OF_METHOD: dict[str, str] = {"double": "float64", "half": "float16", "bfloat16": "bfloat16"}
 # Methods that copy a tensor to the CPU (a copy that keeps the graph: detach before it).

@@ -50,6 +50,12 @@ LEAF_ON_A_PATH = "leaf-on-a-path"
 MOVED_LEAF_ON_A_PATH = "moved-leaf-on-a-path"
 _PATH_TAGS = frozenset({LEAF_ON_A_PATH, MOVED_LEAF_ON_A_PATH})
 
+# Tag of a NONLEAF view (``b = w.view(2, -1)``, ``w[0]``, ``w.t()``) of a leaf that requires grad,
+# made in grad mode: an in-place op on it raises like one on the leaf itself (measured).
+VIEW_OF_LEAF = "view-of-leaf"
+# Tag of an UNKNOWN element of a module's submodule container (``for mi in m.m``, ``for c in
+# self.convs``): its ``weight``/``bias`` is a parameter, as one reached by attributes is.
+SUBMODULE_ELEMENT = "submodule-element"
 
 @dataclass(frozen=True, eq=False)
 class Value:

@@ -9,7 +9,7 @@ from torchlint.analysis import Kind, dotted_name
 from torchlint.analysis import torch_api as api
 from torchlint.analysis.names import assigned_pairs, names_in
 from torchlint.analysis.uses import Sink
-from torchlint.analysis.walk import subtree
+from torchlint.analysis.walk import scan, subtree
 from torchlint.rule import Fix, FixSafety, FixStyle, Rule
 
 
@@ -19,7 +19,7 @@ class RebindUpdate(Rule):
     name = "rebind-update"
     summary = "A trainable leaf is rebound to an update of itself and stops being a leaf"
     fix_safety = FixSafety.SAFE
-    tokens = (".grad", "autograd")
+    tokens = (".grad", "autograd", "Parameter")
 
     def visit_Assign(self, node: cst.Assign) -> None:
         pairs = assigned_pairs([t.target for t in node.targets], node.value)
@@ -39,6 +39,8 @@ class RebindUpdate(Rule):
             method, args, aug_op = update
             updates.append(fixes.InplaceUpdate(target, method, args, aug_op))
         if not updated:
+            if len(pairs) == 1 and pairs[0][1] is not None:
+                self._check_parameter_rebinding(node, *pairs[0])  # type: ignore[arg-type]
             return
         fix = None
         if self._separable(pairs, node):
@@ -69,6 +71,91 @@ class RebindUpdate(Rule):
         names = ", ".join(f"`{key}`" for key in keys)
         return (f"{names} are leaves that require grad; rebinding them to updates of themselves makes each a "
                 f"{what}{consequence}; update them in place")
+
+    def _check_parameter_rebinding(self, node: cst.Assign, target: cst.BaseExpression, value: cst.BaseExpression) -> None:
+        """``self.weight = self.weight * k`` in a method of an ``nn.Module`` whose ``__init__``
+        registered ``self.weight = nn.Parameter(...)``: assigning a tensor that is not a
+        Parameter to a registered parameter raises TypeError, in grad mode and under no_grad."""
+        key = dotted_name(target)
+        function = self.ctx.function
+        if key is None or not key.startswith("self.") or key.count(".") != 1 or function is None:
+            return
+        cls = function.cls
+        if cls is None or not cls.is_module or function.name == "__init__":
+            return
+        attr = key[len("self."):]
+        init = cls.method("__init__")
+        moved = self._registered_in(init.node, key) if init is not None else None
+        if moved is None or self._registered_by(value) is not None or not self._plain_tensor(value):
+            return  # (`nn.Parameter(...)`, moved or not: on the CPU it assigns a Parameter)
+        where = ""
+        if moved:
+            where = (" on the CPU, where `.to(...)` of the `nn.Parameter(...)` `__init__` assigns is the registered "
+                     "parameter itself (on a GPU it is an unregistered copy no optimizer trains)")
+        message = (
+            f"`{key}` is a parameter registered in `__init__`; assigning it a tensor that is not an `nn.Parameter` "
+            f"raises `TypeError: cannot assign 'torch.FloatTensor' as parameter '{attr}' (torch.nn.Parameter or "
+            f"None expected)`{where}; update it in place"
+        )
+        fix = None
+        if key in names_in(value) and _elementwise(value):
+            fix = fixes.inplace_updates(
+                small=node,
+                updates=[fixes.InplaceUpdate(target, "copy_", [cst.Arg(fixes.strip_parens(value))], None)],
+                no_grad_style=self.fix_style is FixStyle.NO_GRAD,
+                grad_disabled_here=self.ctx.grad_mode.statically_disabled,
+                line=self.ctx.statement,
+                torch_name=self.ctx.torch_name,
+            )
+        self.report(node, message, fix)
+
+    def _plain_tensor(self, value: cst.BaseExpression) -> bool:
+        """A tensor that is not a Parameter: arithmetic on a tensor (whatever the other operand,
+        an operator on a tensor returns a plain tensor), or a known tensor value that is not a
+        Parameter nor (``.to(device)``) possibly the same object."""
+        value = fixes.strip_parens(value)
+        if isinstance(value, (cst.BinaryOperation, cst.UnaryOperation)):
+            return self._has_tensor_operand(value)
+        new = self.ctx.value_of(value)
+        return new.is_tensor and not new.tags & {"parameter", "device-dependent"}
+
+    def _has_tensor_operand(self, value: cst.BaseExpression) -> bool:
+        value = fixes.strip_parens(value)
+        if isinstance(value, cst.BinaryOperation):
+            return self._has_tensor_operand(value.left) or self._has_tensor_operand(value.right)
+        if isinstance(value, cst.UnaryOperation):
+            return self._has_tensor_operand(value.expression)
+        return self.ctx.value_of(value).is_tensor
+
+    def _registered_in(self, init: cst.FunctionDef, key: str) -> bool | None:
+        """``_registered_by`` of what ``__init__`` assigns to ``key``: every assignment must be a
+        Parameter (True if any is moved by ``.to(...)``); None if it assigns anything else."""
+        assigned: list[cst.BaseExpression] = []
+
+        class Finder(cst.CSTVisitor):
+            def visit_Assign(self, node: cst.Assign) -> None:
+                if any(dotted_name(t.target) == key for t in node.targets):
+                    assigned.append(node.value)
+
+        scan(init.body, Finder())
+        kinds = [self._registered_by(value) for value in assigned]
+        if not kinds or None in kinds:
+            return None
+        return any(kinds)
+
+    def _registered_by(self, origin: cst.CSTNode | None) -> bool | None:
+        """Whether ``origin`` (what ``__init__`` assigned) is an ``nn.Parameter(...)``: False
+        if it is one, True if it is one moved by ``.to(...)`` (the same object when nothing
+        changes, as on the CPU), None if it is not."""
+        moved = False
+        while isinstance(origin, cst.Call) and isinstance(origin.func, cst.Attribute):
+            if origin.func.attr.value not in api.NOOP_ON_DEFAULT_TENSOR | {"to"}:
+                break
+            moved = True
+            origin = origin.func.value
+        if isinstance(origin, cst.Call) and self.ctx.qualify(origin.func) == api.PARAMETER:
+            return moved
+        return None
 
     def _uses_grad_attribute(self, keys: list[str]) -> bool:
         line = self.ctx.statement
@@ -171,3 +258,14 @@ class RebindUpdate(Rule):
         while isinstance(value, cst.BinaryOperation):
             value = value.left
         return dotted_name(value)
+
+
+def _elementwise(value: cst.BaseExpression) -> bool:
+    """Arithmetic on names, attributes and numbers only: the result has the shape of the
+    tensor it is copied into (a call could reshape or reduce it)."""
+    value = fixes.strip_parens(value)
+    if isinstance(value, cst.BinaryOperation):
+        return _elementwise(value.left) and _elementwise(value.right)
+    if isinstance(value, cst.UnaryOperation):
+        return _elementwise(value.expression)
+    return isinstance(value, (cst.Name, cst.Attribute, cst.Integer, cst.Float))

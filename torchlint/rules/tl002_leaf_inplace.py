@@ -8,12 +8,12 @@ from torchlint import fixes
 from torchlint.analysis import Kind, Value, dotted_name
 from torchlint.analysis.names import root_name
 from torchlint.analysis.torch_api import LEAF_SOURCE_TOKENS, NON_MUTATING_UNDERSCORE
-from torchlint.analysis.values import LEAF_ON_CPU
+from torchlint.analysis.values import LEAF_ON_CPU, VIEW_OF_LEAF
 from torchlint.rule import Fix, FixSafety, FixStyle, Rule
 
 _MESSAGE = (
-    "in-place {what} on `{name}`, a leaf that requires grad, raises "
-    "'a leaf Variable that requires grad is being used in an in-place operation' "
+    "in-place {what} on `{name}`, a {leaf} that requires grad, raises "
+    "'a {leaf} Variable that requires grad is being used in an in-place operation' "
     "while grad mode is on; {remedy}"
 )
 
@@ -41,7 +41,7 @@ class LeafInplace(Rule):
         fix = None
         if method is not None:
             fix = self._update_fix(node, target, method, [cst.Arg(node.value)], node.operator)
-        self._report(node, "update", key, fix)
+        self._report(node, "update", key, fix, value)
 
     def visit_Assign(self, node: cst.Assign) -> None:
         for target in node.targets:
@@ -68,11 +68,12 @@ class LeafInplace(Rule):
         # Only a call whose result is unused can be rewritten: `w.data.add_()` returns the data tensor.
         if dotted_name(func.value) is not None and isinstance(small, cst.Expr) and small.value is node:
             fix = self._update_fix(small, func.value, method, list(node.args), None)
-        self._report(node, f"`{method}()`", name, fix)
+        self._report(node, f"`{method}()`", name, fix, value)
 
     def _check_subscript_write(self, node: cst.Assign | cst.AugAssign, target: cst.Subscript) -> None:
         base = target.value
-        if root_name(base) is None or self.ctx.value_of(base).kind is not Kind.LEAF:
+        value = self.ctx.value_of(base)
+        if root_name(base) is None or not (value.kind is Kind.LEAF or _is_view_of_leaf(value)):
             return
         line = self.ctx.statement
         if (
@@ -87,7 +88,7 @@ class LeafInplace(Rule):
         else:
             new_target = target.with_changes(value=fixes.data_of(base))
             fix = fixes.replace(f"write into `{fixes.source_of(base)}.data`", target, new_target)
-        self._report(node, "indexed write", fixes.source_of(base), fix)
+        self._report(node, "indexed write", fixes.source_of(base), fix, value)
 
     def _update_fix(
         self,
@@ -111,7 +112,7 @@ class LeafInplace(Rule):
 
     @staticmethod
     def _is_leaf(value: Value) -> bool:
-        return value.kind is Kind.LEAF or _leaf_on_cpu(value)
+        return value.kind is Kind.LEAF or _leaf_on_cpu(value) or _is_view_of_leaf(value)
 
     def _report_leaf_on_cpu(self, node: cst.CSTNode, what: str, name: str, value: Value) -> None:
         """``loss = torch.tensor(0., requires_grad=True).to(device); loss += part``: no fix -- the
@@ -129,14 +130,15 @@ class LeafInplace(Rule):
             when=None if mode.statically_enabled else mode.may_be_enabled,
         )
 
-    def _report(self, node: cst.CSTNode, what: str, name: str, fix: Fix | None) -> None:
+    def _report(self, node: cst.CSTNode, what: str, name: str, fix: Fix | None, value: Value) -> None:
         mode = self.ctx.grad_mode
         if mode.statically_disabled:
             return
         remedy = "update `.data` or wrap it in `torch.no_grad()`"
+        leaf = "view of a leaf" if _is_view_of_leaf(value) else "leaf"
         self.report(
             node,
-            _MESSAGE.format(what=what, name=name, remedy=remedy),
+            _MESSAGE.format(what=what, name=name, leaf=leaf, remedy=remedy),
             fix,
             when=None if mode.statically_enabled else mode.may_be_enabled,
         )
@@ -145,6 +147,11 @@ class LeafInplace(Rule):
 def _leaf_on_cpu(value: Value) -> bool:
     """``leaf.to(device)``: a copy on a GPU, the leaf itself on the CPU."""
     return value.kind is Kind.NONLEAF and LEAF_ON_CPU in value.tags
+
+
+def _is_view_of_leaf(value: Value) -> bool:
+    """``b = w.view(2, -1)``, ``w[0]``: writing into a view writes into the leaf."""
+    return value.kind is Kind.NONLEAF and VIEW_OF_LEAF in value.tags
 
 
 def _short(source: str, limit: int = 60) -> str:
