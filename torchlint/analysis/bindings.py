@@ -263,7 +263,8 @@ class BindingState:
         """``loss.backward()`` only works on a tensor with a graph: a name of unknown value that was
         backpropagated (a loss returned by a helper, computed by a model the file does not build)
         carries a graph from here on.  It stays UNKNOWN, tagged "backpropagated" (the object may
-        also be another framework's, micrograd-like): rules that judge graphs ask for the tag."""
+        also be another framework's, micrograd-like): rules that judge graphs ask for the tag.  A
+        non-leaf gets the tag too: a helper that backpropagates the loss it returns tells its callers."""
         event = self.autograd_event(node)
         if event is None or event.kind is not EventKind.BACKWARD or event.subject is None:
             return
@@ -271,7 +272,7 @@ class BindingState:
         if key is None:
             return
         current = self.value_of_key(key)
-        if current.kind is Kind.UNKNOWN and current.cls is None and BACKPROPAGATED not in current.tags:
+        if current.kind in (Kind.UNKNOWN, Kind.NONLEAF) and current.cls is None and BACKPROPAGATED not in current.tags:
             self.scope.bind(key, current.tagged(BACKPROPAGATED))
 
     def _bind_loop_target(self, target: cst.BaseExpression, iterable: cst.BaseExpression) -> None:

@@ -218,6 +218,22 @@ class ModuleGraph:
             renamed.add(alias + dot + rest if alias else key)
         return frozenset(renamed)
 
+    def reset_modules(self, subject: cst.BaseExpression, is_optimizer: bool) -> frozenset[str] | None:
+        """The module keys whose gradients ``subject.zero_grad()`` resets: an optimizer's, those it
+        was built from; a module's, itself.  Each with what its root name was bound to
+        (``net = model.module``: ``net`` and ``model.module``).  None when that is not known."""
+        keys = self.optimized_modules(subject) if is_optimizer else None
+        if not is_optimizer:
+            key = dotted_name(subject)
+            keys = frozenset([key]) if key is not None else None
+        return None if keys is None else frozenset(alias for key in keys for alias in self._aliases(key))
+
+    def _aliases(self, key: str) -> tuple[str, ...]:
+        root, dot, rest = key.partition(".")
+        bound = self.assigned(root)
+        other = dotted_name(bound) if isinstance(bound, (cst.Name, cst.Attribute)) else None
+        return (key,) if other is None else (key, other + dot + rest)
+
     def effects_of(self, call: cst.Call) -> CallEffects | None:
         """What ``call``, a call of a function of this file, does (``analysis/effects.py``); asked
         at the call (once per call node), None when it is not such a call or does nothing known.
@@ -771,4 +787,10 @@ def value_children(expr: cst.CSTNode) -> list[cst.CSTNode]:
     return []
 
 
-__all__ = ["Forward", "ModuleGraph", "related", "value_children"]
+def covers(reset: frozenset[str], updated: frozenset[str]) -> bool:
+    """A gradient reset of the modules ``reset`` reaches some parameter an optimizer of the modules
+    ``updated`` steps (related keys: the same module, or one inside the other)."""
+    return any(related(a, b) for a in reset for b in updated)
+
+
+__all__ = ["Forward", "ModuleGraph", "covers", "related", "value_children"]

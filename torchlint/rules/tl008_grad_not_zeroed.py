@@ -20,8 +20,9 @@ from torchlint import fixes
 from torchlint.analysis import FunctionInfo, Kind, Value, dotted_name
 from torchlint.analysis.events import EventKind, gradient_reads, is_optimizer, last_name, may_hide_autograd
 from torchlint.analysis.flow import Flow
+from torchlint.analysis.module_graph import covers
 from torchlint.analysis.names import root_name, through_grad
-from torchlint.analysis.torch_api import NON_MUTATING_UNDERSCORE
+from torchlint.analysis.torch_api import NON_MUTATING_UNDERSCORE, ZERO_GRAD_METHODS
 from torchlint.analysis.uses import Sink
 from torchlint.rule import Fix, FixSafety, Rule
 
@@ -67,6 +68,7 @@ class _Update:
     # Gradient owners that are no module's parameters (an input image made a leaf).
     outside_modules: tuple[str, ...] = ()
     site: cst.CSTNode | None = None  # the statement it is made by
+    modules: frozenset[str] | None = None  # an optimizer's: the modules it updates, if known
 
 
 @dataclass
@@ -79,12 +81,15 @@ class _OpaqueCall:
     node: cst.Call | None = None
     # The function or module the call is in (where its result is followed), None: the module.
     region: cst.CSTNode | None = None
+    forward: bool = False  # it runs a module (``D.net(x)``): a forward does not reset gradients
 
     def named_as_zeroing(self) -> bool:
         name = self.name.lower()
         return "grad" in name and any(word in name for word in _ZEROING_WORDS)
 
-    def may_zero(self, optimizer_roots: set[str]) -> bool:
+    def may_zero(self, optimizer_roots: set[str], forwards_run: bool = True) -> bool:
+        if self.forward and not forwards_run:
+            return False
         if self.named_as_zeroing():
             return True
         return self.holds_parameters or bool(self.roots & optimizer_roots)
@@ -98,6 +103,8 @@ class _Facts:
     zeroed: set[str] = field(default_factory=set)  # tensors whose own gradient is reset (`w.grad = None`)
     zeroes_modules: bool = False  # `model.zero_grad()`: module parameters only, not other leaves
     zeroing_sites: list[cst.CSTNode] = field(default_factory=list)  # statements that reset gradients
+    # Per reset, the modules whose gradients it resets (``opt.zero_grad()``, ``D.zero_grad()``); None: unknown.
+    resets: list[frozenset[str] | None] = field(default_factory=list)
     helpers: list[FunctionInfo] = field(default_factory=list)
     opaque: list[_OpaqueCall] = field(default_factory=list)
     # Keys bound by assignment in the body, and names bound by loops nested in it.
@@ -131,6 +138,10 @@ class GradNotZeroed(Rule):
         self._backwards: list[cst.Call] = []  # every backward() (any spelling: ``ctx.autograd_event``)
         # Loops that reset gradients only in the other arm of an ``if`` fixed for the loop.
         self._split_by: dict[int, cst.If] = {}
+        # Loops whose resets cover other optimizers' parameters only: the steps left out.
+        self._uncovered: dict[int, list[_Update]] = {}
+        # Which modules an optimizer updates and a ``zero_grad()`` resets is the model's.
+        self._graph = self.ctx.track_module_graph() if "step" in self.ctx.source else None
 
     # ------------------------------------------------------------ bookkeeping
     def _enclosing(self) -> list[_Facts]:
@@ -184,7 +195,7 @@ class GradNotZeroed(Rule):
         if function is not None and not self.ctx.loops:
             function.updates_outside_loops.append(update)
 
-    def _record_zeroing(self, owner: cst.BaseExpression | None = None) -> None:
+    def _record_zeroing(self, owner: cst.BaseExpression | None = None, resets: frozenset[str] | None = None) -> None:
         """A gradient reset: of one tensor's (``w.grad = None``), or of all (``opt.zero_grad()``)."""
         key = dotted_name(owner) if owner is not None and self.ctx.value_of(owner).is_tensor else None
         module = owner is not None and key is None and not is_optimizer(self.ctx, owner) and (
@@ -193,6 +204,7 @@ class GradNotZeroed(Rule):
         for facts in self._enclosing():
             if site is not None:
                 facts.zeroing_sites.append(site)
+            facts.resets.append(resets)
             if module:
                 facts.zeroes_modules = True
             elif key is None:
@@ -209,7 +221,7 @@ class GradNotZeroed(Rule):
             if event.kind is EventKind.BACKWARD:
                 self._record_backward(node)
             elif event.kind is EventKind.ZERO_GRAD:
-                self._record_zeroing(event.subject)
+                self._record_zeroing(event.subject, self._reset_modules(node, event.subject))
             elif event.kind is EventKind.STEP:
                 self._record_step(node, event.subject)
             if event.kind is not EventKind.GRAD:
@@ -221,6 +233,14 @@ class GradNotZeroed(Rule):
             return
         self._check_call_target(node)
 
+    def _reset_modules(self, node: cst.Call, subject: cst.BaseExpression | None) -> frozenset[str] | None:
+        """The modules ``subject.zero_grad()`` resets (not ``p.grad.zero_()``, ``_foreach_zero_``)."""
+        if self._graph is None or subject is None or type(node.func) is not cst.Attribute:
+            return None
+        if node.func.attr.value not in ZERO_GRAD_METHODS:
+            return None
+        return self._graph.reset_modules(subject, is_optimizer(self.ctx, subject))
+
     def _record_step(self, node: cst.Call, optimizer: cst.BaseExpression | None) -> None:
         """``opt.step()`` / ``scaler.step(opt)``: an optimizer update."""
         assert optimizer is not None
@@ -229,7 +249,9 @@ class GradNotZeroed(Rule):
         # An optimizer class of this file may zero in its own step(); an LBFGS closure runs.
         helpers = [self.ctx.resolve_function(f) for f in (func, *(arg.value for arg in node.args))]
         closure = any(h is not None for h in helpers[1:]) or any(isinstance(arg.value, cst.Lambda) for arg in node.args)
-        self._record_update(_Update(key or fixes.source_of(optimizer), key, root_name(optimizer), with_closure=closure))
+        modules = self._graph.reset_modules(optimizer, True) if self._graph is not None else None
+        self._record_update(_Update(key or fixes.source_of(optimizer), key, root_name(optimizer), with_closure=closure,
+                                    modules=modules))
         if self.ctx.step_may_zero_gradients(optimizer):
             self._record_zeroing()  # the project's own optimizer resets the gradients in its step()
         for helper in helpers:
@@ -342,7 +364,9 @@ class GradNotZeroed(Rule):
         name = last_name(func) if self.ctx.qualify(func) is not None or type(func) in (cst.Name, cst.Attribute) else ""
         function = self.ctx.function
         region = function.node if function is not None else self.ctx.module
-        return _OpaqueCall(name, roots, self._holds_parameters(node), node, region)
+        key = dotted_name(func)
+        forward = self._graph is not None and key is not None and self._graph.is_module_key(key)
+        return _OpaqueCall(name, roots, self._holds_parameters(node), node, region, forward)
 
     def _arg_roots(self, node: cst.Call) -> frozenset[str]:
         roots = {root_name(arg.value) for arg in node.args}
@@ -402,16 +426,22 @@ class GradNotZeroed(Rule):
             if split is not None:
                 self._split_by[id(loop)] = split
                 zeroes, zeroed, zeroes_modules = False, set(), False
-        if zeroes:
+        uncovered = [] if helpers_zero else self._steps_no_reset_covers(loop)
+        if uncovered:
+            self._uncovered[id(loop)] = uncovered
+            updates = uncovered
+        elif zeroes:
             return False
-        if zeroes_modules and not any(o not in zeroed for u in updates for o in u.outside_modules):
+        elif zeroes_modules and not any(o not in zeroed for u in updates for o in u.outside_modules):
             return False  # `model.zero_grad()` resets every updated parameter (as far as can be told)
         if zeroed and not self._unreset_owners(updates, zeroed):
             return False  # each manually updated tensor's gradient is reset (an optimizer's too, then)
         roots = {u.root for u in updates if u.root is not None}
+        # Where the loop resets some gradients by hand, the one it leaves out is not reset in a forward.
         own = {id(call) for call in facts.opaque}
         return not any(
-            call.may_zero(roots) and not (id(call) in own and self._cannot_be_the_reset(loop, call, roots))
+            call.may_zero(roots, forwards_run=not uncovered)
+            and not (id(call) in own and self._cannot_be_the_reset(loop, call, roots))
             for call in opaque
         )
 
@@ -437,6 +467,16 @@ class GradNotZeroed(Rule):
             return False
         uses = self.ctx.value_flow(call.region).follow_value(node) or ()
         return any(use.sink is Sink.BACKWARD and flow.before(node, use.node) for use in uses)
+
+    def _steps_no_reset_covers(self, loop: _Loop) -> list[_Update]:
+        """Optimizer steps of the loop body over known modules none of whose parameters any reset
+        in the body reaches, when every reset's modules are known (``optimizer_E.zero_grad()`` in
+        a loop that also steps ``optimizer_D``, built over other modules)."""
+        resets = loop.facts.resets
+        if not resets or any(reset is None for reset in resets):
+            return []
+        return [update for update in self._own_updates(loop) if update.modules
+                and not any(covers(reset, update.modules) for reset in resets)]  # type: ignore[arg-type]
 
     def _zeroing_skipped_by_a_fixed_branch(self, loop: _Loop) -> cst.If | None:
         """Some update (with a ``backward()`` on its path) sits in one arm of an ``if`` whose
@@ -478,7 +518,8 @@ class GradNotZeroed(Rule):
         return list(seen.values())
 
     def _report(self, loop: _Loop) -> None:
-        updates = self._own_updates(loop)
+        uncovered = self._uncovered.get(id(loop))
+        updates = uncovered or self._own_updates(loop)
         optimizers = sorted({u.optimizer for u in updates if u.optimizer is not None})
         if optimizers:
             what = " and ".join(f"`{name}.step()`" for name in optimizers)
@@ -492,7 +533,9 @@ class GradNotZeroed(Rule):
             remedy = "reset the gradients in the loop (`w.grad = None`)"
         split = self._split_by.get(id(loop))
         never = (
-            "never zeroes the gradients"
+            "resets only the gradients of other parameters (another optimizer's or module's)"
+            if uncovered
+            else "never zeroes the gradients"
             if split is None
             else f"zeroes the gradients only in the other branch of `if {fixes.source_of(split.test)}:`"
             " (the same branch is taken on every iteration)"

@@ -285,7 +285,8 @@ class LossHistoryAccumulation(Rule):
         if state is None:
             return
         for candidate in state.candidates:
-            backed_by_backward = bool(candidate.evidence & state.backpropagated) or (
+            # (a value a helper called in the loop backpropagated counts: ``loss = self._train_batch(...)``)
+            backed_by_backward = candidate.backpropagated or bool(candidate.evidence & state.backpropagated) or (
                 bool(state.backpropagated) and self._term_of_backward(loop, candidate))
             if not candidate.by_analysis and not backed_by_backward:
                 continue
