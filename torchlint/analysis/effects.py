@@ -99,7 +99,6 @@ def defined_names(source: str) -> set[str]:
 
 @dataclass
 class _TextIndex:
-    definitions: set[str]
     event_functions: set[str]  # names of functions whose text may backpropagate or step
     event_sites: dict[str, int]  # function name -> event sites in its text (the most of its defs)
     builders: set[str]  # names of functions whose text hands parameters over (``.parameters()``)
@@ -119,7 +118,7 @@ def _text_index(graph: ModuleGraph) -> _TextIndex:
             count = len(_EVENT_WORDS.findall(source, match.end(), end))
             count += len(calls.findall(source, match.end(), end)) if calls is not None else 0
             sites[match.group(1)] = max(count, sites.get(match.group(1), 0))
-        root.text_index = _TextIndex({match.group(1) for match in headers}, events, sites, builders)
+        root.text_index = _TextIndex(events, sites, builders)
     return root.text_index
 
 

@@ -36,7 +36,7 @@ from torchlint.analysis import effects as call_effects
 from torchlint.analysis import torch_api as api
 from torchlint.analysis.events import EventKind
 from torchlint.analysis.names import dotted_name, literal_bool
-from torchlint.analysis.scopes import CALLED_WITH_GRAD_BY_FRAMEWORK
+from torchlint.analysis.scopes import CALLED_WITH_GRAD_BY_FRAMEWORK, parameter_names
 from torchlint.analysis.values import Kind
 from torchlint.analysis.walk import children
 
@@ -111,7 +111,7 @@ class ModuleGraph:
         self._callee = callee
         self._receiver_key = dotted_name(receiver) if receiver is not None else None
         self._arguments = arguments or {}
-        self._locals = _parameter_names(callee) if callee is not None else frozenset()
+        self._locals = frozenset(parameter_names(callee.node)) if callee is not None else frozenset()
         # Effects analysis (``analysis/effects.py``): what the body did, in the root's terms.
         self.recorded: list[call_effects.Effect] = []
         self.returned: frozenset[Forward] = _NONE
@@ -241,7 +241,7 @@ class ModuleGraph:
         func = call.func
         kind = type(func)
         name = func.attr.value if kind is cst.Attribute else func.value if kind is cst.Name else None  # type: ignore[attr-defined]
-        definitions = self._root._definitions
+        definitions = self._root._definitions  # (read directly: this runs for every call node)
         if definitions is None:
             definitions = self._root.definitions()
         if name is None or name not in definitions:
@@ -407,12 +407,12 @@ class ModuleGraph:
         forwards = self.forwards_of(value)
         if not forwards:
             return
-        names = _parameter_names(function)
+        names = parameter_names(function.node)
         own = frozenset(f for f in forwards if f.function is function and (
             (first := f.module.split(".")[0]) == "self" or first not in names and (function, first) not in self._bound_at))
         if own:
             self._own_returns[id(function)] = self._own_returns.get(id(function), _NONE) | own
-            if function.cls is not None and function.is_method:
+            if function.cls is not None:
                 elements = [e.value for e in value.elements] if type(value) in (cst.Tuple, cst.List) else [value]  # type: ignore[attr-defined]
                 for element in elements:
                     if type(element) is cst.Name:
@@ -595,7 +595,7 @@ class ModuleGraph:
         dis_loss = model.process(x)`` then ``model.backward(gen_loss, dis_loss)``): its forwards,
         made before this call."""
         returned = self._returned_names
-        if not returned or "." in key or key not in _parameter_names(function) or key == "self":
+        if not returned or "." in key or key not in parameter_names(function.node) or key == "self":
             return _NONE
         found = returned.get((function.cls, key))
         return found[1] if found is not None else _NONE  # (returned by one method only)
@@ -734,13 +734,6 @@ def _stepped_in(source: str, key: str) -> bool:
 
 
 _STEP_CALL = re.compile(r"(?:step|zero_grad)\s*\(")
-
-
-def _parameter_names(info: FunctionInfo) -> frozenset[str]:
-    params = info.node.params
-    names = [p.name.value for p in (*params.posonly_params, *params.params, *params.kwonly_params)]
-    names += [star.name.value for star in (params.star_arg, params.star_kwarg) if isinstance(star, cst.Param)]
-    return frozenset(names)
 
 
 def _default_of(info: FunctionInfo, name: str) -> cst.BaseExpression | None:
