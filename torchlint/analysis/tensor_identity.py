@@ -80,12 +80,12 @@ class TensorIdentities:
                 if attr == "data":
                     via_data, expr = True, expr.value  # type: ignore[attr-defined]
                     continue
-                if attr in api.VIEW_ATTRIBUTES:
+                if attr in api.VERSION_SHARING_ATTRIBUTES:
                     expr = expr.value  # type: ignore[attr-defined]
                     continue
             elif kind is cst.Call and type(expr.func) is cst.Attribute:  # type: ignore[attr-defined]
                 method = expr.func.attr.value  # type: ignore[attr-defined]
-                if method in api.VIEW_METHODS or api.is_inplace_method(method):
+                if method in api.VERSION_SHARING_METHODS or api.is_inplace_method(method):
                     expr = expr.func.value  # type: ignore[attr-defined]  # a view, or an in-place method's receiver
                     continue
             elif kind is cst.Subscript and is_basic_indexing(expr):  # type: ignore[arg-type]

@@ -114,12 +114,15 @@ OUT_OF_PLACE_TWINS = frozenset(
 TORCH_INPLACE_FUNCTIONS = frozenset("sigmoid relu tanh exp sqrt rsqrt reciprocal tan exp2 expm1 clamp".split())
 # Namespaces whose functions are the table's ``torch.NAME`` / ``F.NAME`` spellings.
 OP_NAMESPACES = frozenset({"torch", "torch.nn.functional", "torch.special", "torch.linalg"})
-# Ops returning a view of their receiver: it shares the receiver's version counter.
-VIEW_METHODS = frozenset(
+# Ops whose result shares the receiver's version counter (views, and ``detach``): an in-place op
+# on one is an in-place op on the other for autograd's saved-tensor check (TL007).  Not the same
+# set as VIEW_METHODS: ``detach``/``expand`` share the counter but are not writable views of a
+# leaf for TL002, ``reshape`` may copy.
+VERSION_SHARING_METHODS = frozenset(
     {"view", "view_as", "t", "transpose", "permute", "squeeze", "unsqueeze", "expand", "expand_as", "narrow",
      "select", "diagonal", "detach", "swapaxes", "swapdims", "movedim", "unflatten", "as_strided"}
 )
-VIEW_ATTRIBUTES = frozenset({"T", "mT", "H", "mH"})
+VERSION_SHARING_ATTRIBUTES = frozenset({"T", "mT", "H", "mH"})
 
 # Methods returning a non-tensor Python value (the graph is gone).
 SCALAR_METHODS = frozenset({"item", "tolist", "numpy", "__float__", "__int__"})
