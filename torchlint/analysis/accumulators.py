@@ -77,7 +77,6 @@ class _Finder(cst.CSTVisitor):
         self.loop_over: dict[str, str] = {}  # loop variable -> the parameter it iterates over
         self.rebound: set[str] = set()  # parameters bound again in the body
         self.rebound_in_body: set[str] = set()  # loop variables bound again inside their loop
-        self._loop_targets: dict[str, int] = {}  # loop variable -> times bound (its loop counts one)
 
     def _on_self(self, target: cst.BaseExpression) -> bool:
         while isinstance(target, cst.Subscript):
@@ -92,7 +91,7 @@ class _Finder(cst.CSTVisitor):
         elif isinstance(target, cst.Name):
             if target.value in self.parameters:
                 self.rebound.add(target.value)
-            if target.value in self._loop_targets:
+            if target.value in self.loop_over:
                 self.rebound_in_body.add(target.value)
 
     def visit_For(self, node: cst.For) -> None:
@@ -106,7 +105,6 @@ class _Finder(cst.CSTVisitor):
             if target.value in self.loop_over:
                 self.rebound_in_body.add(target.value)  # two loops: keep it simple
             self.loop_over[target.value] = iterated.value
-            self._loop_targets[target.value] = 0
         else:
             self._bound(node.target)
 

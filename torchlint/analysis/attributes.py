@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 import libcst as cst
 
 from torchlint.analysis import torch_api as api
-from torchlint.analysis.names import dotted_name
+from torchlint.analysis.names import dotted_name, self_attribute
 from torchlint.analysis.walk import scan
 
 
@@ -47,10 +47,7 @@ class _MethodScan(cst.CSTVisitor):
         self._counted: set[int] = set()  # attribute nodes already counted as assigned or changed
 
     def _attr(self, node: cst.BaseExpression) -> str | None:
-        key = dotted_name(node)
-        if key is None or not key.startswith("self.") or key.count(".") != 1:
-            return None
-        return key[5:]
+        return self_attribute(dotted_name(node))
 
     def _note(self, table: dict[str, set[str]], node: cst.BaseExpression) -> None:
         attr = self._attr(node)

@@ -91,6 +91,12 @@ class Functions:
             scope = scope.parent
         return scope.function if scope else None
 
+    @property
+    def region(self) -> cst.CSTNode:
+        """The function being analysed, or the module outside any (where a name's uses are)."""
+        function = self.function
+        return function.node if function is not None else self.module  # type: ignore[attr-defined]
+
     def resolve_function(self, func: cst.BaseExpression) -> FunctionInfo | None:
         """The function defined in this file that calling ``func`` at the current point runs:
         ``helper`` (a function in scope), ``self.method`` / ``obj.method`` (a method of a class

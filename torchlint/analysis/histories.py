@@ -91,7 +91,7 @@ def _empty_lists_assigned(flow: ValueFlow, element: cst.CSTNode) -> bool:
 
 def _carries_graph(ctx: Analyzer, flow: ValueFlow, region: cst.CSTNode, value: cst.BaseExpression,
                    level: int) -> bool:
-    if _under_grad_context(ctx, flow, region, value) or level >= MAX_LEVELS:
+    if level >= MAX_LEVELS or _under_grad_context(ctx, flow, region, value):
         return False
     summed = _summed_list(value)  # `history.append(sum(batch_losses) / len(batch_losses))`
     if summed is not None:

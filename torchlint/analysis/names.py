@@ -27,6 +27,13 @@ def dotted_name(node: cst.BaseExpression) -> str | None:
     return ".".join(parts)
 
 
+def self_attribute(key: str | None) -> str | None:
+    """``weight`` for the dotted name ``self.weight``; None for anything else (``self.a.b``, ``x.w``)."""
+    if key is None or not key.startswith("self.") or key.count(".") != 1:
+        return None
+    return key[5:]
+
+
 def root_name(expr: cst.BaseExpression) -> str | None:
     """``self`` for ``self.opt``, ``opts`` for ``opts[i]``, ``m`` for ``m.a.b[i].c``: the name a
     chain of attributes and indexes starts from (evaluating it twice gives the same object);

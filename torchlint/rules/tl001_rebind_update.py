@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import libcst as cst
 
 from torchlint import fixes
 from torchlint.analysis import Kind, dotted_name
 from torchlint.analysis import torch_api as api
-from torchlint.analysis.names import assigned_pairs, names_in
+from torchlint.analysis.names import assigned_pairs, names_in, self_attribute
 from torchlint.analysis.uses import Sink
 from torchlint.analysis.walk import scan, subtree
 from torchlint.rule import Fix, FixSafety, FixStyle, Rule
@@ -77,13 +79,13 @@ class RebindUpdate(Rule):
         registered ``self.weight = nn.Parameter(...)``: assigning a tensor that is not a
         Parameter to a registered parameter raises TypeError, in grad mode and under no_grad."""
         key = dotted_name(target)
+        attr = self_attribute(key)
         function = self.ctx.function
-        if key is None or not key.startswith("self.") or key.count(".") != 1 or function is None:
+        if attr is None or function is None:
             return
         cls = function.cls
         if cls is None or not cls.is_module or function.name == "__init__":
             return
-        attr = key[len("self."):]
         init = cls.method("__init__")
         moved = self._registered_in(init.node, key) if init is not None else None
         if moved is None or self._registered_by(value) is not None or not self._plain_tensor(value):
@@ -115,17 +117,9 @@ class RebindUpdate(Rule):
         Parameter nor (``.to(device)``) possibly the same object."""
         value = fixes.strip_parens(value)
         if isinstance(value, (cst.BinaryOperation, cst.UnaryOperation)):
-            return self._has_tensor_operand(value)
+            return any(self.ctx.value_of(operand).is_tensor for operand in _operands(value))
         new = self.ctx.value_of(value)
         return new.is_tensor and not new.tags & {"parameter", "device-dependent"}
-
-    def _has_tensor_operand(self, value: cst.BaseExpression) -> bool:
-        value = fixes.strip_parens(value)
-        if isinstance(value, cst.BinaryOperation):
-            return self._has_tensor_operand(value.left) or self._has_tensor_operand(value.right)
-        if isinstance(value, cst.UnaryOperation):
-            return self._has_tensor_operand(value.expression)
-        return self.ctx.value_of(value).is_tensor
 
     def _registered_in(self, init: cst.FunctionDef, key: str) -> bool | None:
         """``_registered_by`` of what ``__init__`` assigns to ``key``: every assignment must be a
@@ -263,9 +257,17 @@ class RebindUpdate(Rule):
 def _elementwise(value: cst.BaseExpression) -> bool:
     """Arithmetic on names, attributes and numbers only: the result has the shape of the
     tensor it is copied into (a call could reshape or reduce it)."""
+    return all(isinstance(operand, (cst.Name, cst.Attribute, cst.Integer, cst.Float)) for operand in _operands(value))
+
+
+def _operands(value: cst.BaseExpression) -> Iterator[cst.BaseExpression]:
+    """The operands of arithmetic (``a * (b - c)``: a, b, c), left to right; a non-arithmetic
+    value is its own operand."""
     value = fixes.strip_parens(value)
     if isinstance(value, cst.BinaryOperation):
-        return _elementwise(value.left) and _elementwise(value.right)
-    if isinstance(value, cst.UnaryOperation):
-        return _elementwise(value.expression)
-    return isinstance(value, (cst.Name, cst.Attribute, cst.Integer, cst.Float))
+        yield from _operands(value.left)
+        yield from _operands(value.right)
+    elif isinstance(value, cst.UnaryOperation):
+        yield from _operands(value.expression)
+    else:
+        yield value

@@ -251,8 +251,7 @@ class NonleafParameter(Rule):
         creation = leaf.origin
         if not isinstance(creation, cst.Call) or not self._is_leaf_creation(creation):
             return False
-        function = self.ctx.function
-        region = function.node if function is not None else self.ctx.module
+        region = self.ctx.region
         flow = self.ctx.flow(region)
         if not flow.before(creation, value):
             return False

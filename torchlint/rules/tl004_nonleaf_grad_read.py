@@ -55,8 +55,7 @@ class NonleafGradRead(Rule):
 
     def _flow(self) -> Flow:
         """Order inside the function (or module) the analysis is in."""
-        function = self.ctx.function
-        return self.ctx.flow(function.node if function is not None else self.ctx.module)
+        return self.ctx.flow(self.ctx.region)
 
     def visit_Assign(self, node: cst.Assign) -> None:
         if self._may_retain_elsewhere and any(isinstance(t.target, cst.Subscript) for t in node.targets):

@@ -558,8 +558,7 @@ class SavedTensorInplace(Rule):
                     break
 
     def _exclusive(self, a: cst.CSTNode, b: cst.CSTNode) -> bool:
-        function = self.ctx.function
-        return self.ctx.flow(function.node if function is not None else self.ctx.module).exclusive(a, b)
+        return self.ctx.flow(self.ctx.region).exclusive(a, b)
 
     def _report_step(
         self, step: _Step, forward: Forward, next_iteration: bool = False, backward: tuple[Place, ...] = ()

@@ -78,9 +78,8 @@ class _OpaqueCall:
     name: str
     roots: frozenset[str]
     holds_parameters: bool
-    node: cst.Call | None = None
-    # The function or module the call is in (where its result is followed), None: the module.
-    region: cst.CSTNode | None = None
+    node: cst.Call
+    region: cst.CSTNode  # the function or module the call is in (where its result is followed)
     forward: bool = False  # it runs a module (``D.net(x)``): a forward does not reset gradients
 
     def named_as_zeroing(self) -> bool:
@@ -362,8 +361,7 @@ class GradNotZeroed(Rule):
             if stored is None and receiver_root is not None:
                 roots = roots | {receiver_root}  # (an object kept on the instance gets only its arguments)
         name = last_name(func) if self.ctx.qualify(func) is not None or type(func) in (cst.Name, cst.Attribute) else ""
-        function = self.ctx.function
-        region = function.node if function is not None else self.ctx.module
+        region = self.ctx.region
         key = dotted_name(func)
         forward = self._graph is not None and key is not None and self._graph.is_module_key(key)
         return _OpaqueCall(name, roots, self._holds_parameters(node), node, region, forward)
@@ -452,7 +450,7 @@ class GradNotZeroed(Rule):
         or what it returns is backpropagated (it computes the loss: a forward pass,
         ``out = predict(model, x)``) and it is not handed an optimizer."""
         node = call.node
-        if node is None or call.named_as_zeroing():
+        if call.named_as_zeroing():
             return False
         flow = self.ctx.flow(loop.node)
         if not flow.contains(node):
@@ -463,7 +461,7 @@ class GradNotZeroed(Rule):
             for backward in self._backwards if flow.contains(backward)
         ):
             return True
-        if call.roots & optimizer_roots or call.region is None:
+        if call.roots & optimizer_roots:
             return False
         uses = self.ctx.value_flow(call.region).follow_value(node) or ()
         return any(use.sink is Sink.BACKWARD and flow.before(node, use.node) for use in uses)

@@ -28,7 +28,7 @@ from torchlint import fixes
 from torchlint.analysis import torch_api as api
 from torchlint.analysis.accumulators import accumulated_arguments
 from torchlint.analysis.events import EventKind, has_event
-from torchlint.analysis.names import names_in
+from torchlint.analysis.names import names_in, self_attribute
 from torchlint.analysis import Kind, dotted_name, keyword_arg, positional_args
 from torchlint.analysis.torch_api import LEAF_SOURCE_TOKENS
 from torchlint.analysis.values import BACKPROPAGATED
@@ -247,7 +247,7 @@ class LossHistoryAccumulation(Rule):
         return _Candidate(
             node, self.ctx.statement, accumulator, expr, by_analysis, backpropagated, evidence,
             self._is_scalar(expr), self._region(accumulator), when,
-            self.ctx.function.node if self.ctx.function is not None else self.ctx.module, via,
+            self.ctx.region, via,
         )
 
     def _history_of_calls(self, accumulator: str) -> bool:
@@ -258,10 +258,10 @@ class LossHistoryAccumulation(Rule):
         function = self.ctx.function
         if function is None or function.cls is None or not function.is_method or function.name == "__init__":
             return False
-        if not accumulator.startswith("self.") or accumulator.count(".") != 1:
+        attr = self_attribute(accumulator)
+        if attr is None:
             return False
         uses = function.cls.attribute_uses()
-        attr = accumulator[5:]
         if function.name in uses.assigners(attr):
             return False
         return bool(uses.readers(attr) - {function.name}) or has_event(self.ctx, function.node.body, EventKind.STEP)

@@ -92,8 +92,7 @@ class NumpyOfGradTensor(Rule):
         """A list of backpropagated losses, or of epoch sums of them (``analysis.histories``)."""
         if type(expr) is not cst.Name:
             return False
-        function = self.ctx.function
-        region = function.node if function is not None else self.ctx.module
+        region = self.ctx.region
         return holds_graph_carrying_losses(self.ctx, region, expr.value)
 
     def _result_backpropagated(self, node: cst.Call, collection: Value) -> bool:
@@ -103,8 +102,7 @@ class NumpyOfGradTensor(Rule):
         element = collection.element
         if element is None or element.kind is not Kind.UNKNOWN or self.ctx.grad_mode.statically_disabled:
             return False
-        function = self.ctx.function
-        region = function.node if function is not None else self.ctx.module
+        region = self.ctx.region
         uses = self.ctx.value_flow(region).follow_value(node, combines=self._graph_free_operand)
         return uses is not None and any(use.sink is Sink.BACKWARD for use in uses)
 

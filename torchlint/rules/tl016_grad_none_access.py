@@ -84,8 +84,7 @@ class GradNoneAccess(Rule):
         created = self._creation(grad.value)
         if created is None:
             return
-        function = self.ctx.function
-        root = function.node if function is not None else self.ctx.module
+        root = self.ctx.region
         self._accesses.append(
             _Access(grad, use, fixes.source_of(grad.value), created, root, tuple(self.ctx.loops), self.ctx.statement)
         )
