@@ -7,7 +7,7 @@ import libcst as cst
 from torchlint import fixes
 from torchlint.analysis import Kind, Value, dotted_name
 from torchlint.analysis.names import root_name
-from torchlint.analysis.torch_api import LEAF_SOURCE_TOKENS, NON_MUTATING_UNDERSCORE
+from torchlint.analysis.torch_api import LEAF_SOURCE_TOKENS, is_inplace_method
 from torchlint.analysis.values import LEAF_ON_CPU, VIEW_OF_LEAF
 from torchlint.rule import Fix, FixSafety, FixStyle, Rule
 
@@ -53,7 +53,7 @@ class LeafInplace(Rule):
         if not isinstance(func, cst.Attribute):
             return
         method = func.attr.value
-        if not method.endswith("_") or method.startswith("__") or method in NON_MUTATING_UNDERSCORE:
+        if not is_inplace_method(method):
             return
         value = self.ctx.value_of(func.value)
         if not self._is_leaf(value):

@@ -22,7 +22,7 @@ from torchlint.analysis.events import EventKind, gradient_reads, is_optimizer, l
 from torchlint.analysis.flow import Flow
 from torchlint.analysis.module_graph import covers
 from torchlint.analysis.names import root_name, through_grad
-from torchlint.analysis.torch_api import NON_MUTATING_UNDERSCORE, ZERO_GRAD_METHODS
+from torchlint.analysis.torch_api import ZERO_GRAD_METHODS, is_inplace_method
 from torchlint.analysis.uses import Sink
 from torchlint.rule import Fix, FixSafety, Rule
 
@@ -259,7 +259,7 @@ class GradNotZeroed(Rule):
 
     def _check_inplace_update(self, node: cst.Call, func: cst.Attribute, method: str) -> bool:
         """``w.sub_(lr * w.grad)`` / ``w.data.add_(w.grad, alpha=-lr)`` on a trainable leaf."""
-        if not method.endswith("_") or method.startswith("__") or method in NON_MUTATING_UNDERSCORE:
+        if not is_inplace_method(method):
             return False
         target = func.value
         if not self._is_parameter_target(target):

@@ -14,7 +14,7 @@ import libcst as cst
 
 from torchlint import fixes
 from torchlint.analysis import Value
-from torchlint.analysis.torch_api import NON_MUTATING_UNDERSCORE
+from torchlint.analysis.torch_api import is_inplace_method
 from torchlint.analysis.values import NON_TENSOR_KINDS
 from torchlint.rule import Fix, FixSafety, FixStyle, Rule
 
@@ -62,7 +62,7 @@ class PreferNoGradOverData(Rule):
             return
         method = func.attr.value
         # requires_grad_() & co change no data: nothing is hidden (and PackedSequence.data has them too).
-        if method.endswith("_") and not method.startswith("__") and method not in NON_MUTATING_UNDERSCORE:
+        if is_inplace_method(method):
             on_own_line = isinstance(self.ctx.statement, cst.SimpleStatementLine)
             self._contexts[id(func.value)] = (INPLACE, self.ctx.expression_statement(node) if on_own_line else None)
 
