@@ -345,7 +345,13 @@ def _lint_source(
     if not checks and not audits:
         check_syntax(source)  # nothing to analyse, but a syntax error is still reported
         return LintResult([])
-    module = parse(source, build)
+    try:
+        module = parse(source, build)
+    except SourceError:
+        retabbed = _indentation_retabbed(source)
+        if retabbed is None:
+            raise
+        return _lint_retabbed(source, retabbed, rules, options, respect_noqa)
     interrupt.check()  # the language server's worker: a newer text came while parsing this one
     diagnostics = _analyse(module, source, checks, options) if checks else []
     if not diagnostics and not audits:
@@ -362,6 +368,56 @@ def _lint_source(
         findings += _position(audit_diagnostics, positions, lines, set())
     findings.sort(key=lambda f: (f.line, f.col, f.code))
     return LintResult(findings, module, parsed=True)
+
+
+def _indentation_retabbed(source: str) -> str | None:
+    """``source`` with the tabs of its indentation expanded to CPython's tab stops (8), when
+    that is why libcst rejects code CPython runs (a block indented with tabs inside one
+    indented with spaces); None otherwise.  CPython refuses indentation whose meaning
+    depends on the tab size (TabError), so for code it accepts the expansion keeps every
+    block as it is."""
+    if "\t" not in source or not _is_valid_python(source):
+        return None
+    lines = source.splitlines(keepends=True)
+    retabbed = [_retab_line(line) for line in lines]
+    return "".join(retabbed) if retabbed != lines else None
+
+
+def _retab_line(line: str) -> str:
+    body = line.lstrip(" \t")
+    indent = line[: len(line) - len(body)]
+    return indent.expandtabs(8) + body if "\t" in indent else line
+
+
+def _lint_retabbed(
+    source: str, retabbed: str, rules: Sequence[type[Rule]], options: RuleOptions, respect_noqa: bool
+) -> LintResult:
+    """The findings of ``source`` analysed as ``retabbed``, with columns of the original
+    lines and no fixes: a fix is an edit of the retabbed text, which would re-indent the file."""
+    result = _lint_source(retabbed, rules, options, respect_noqa, None)
+    original_lines = source.splitlines()
+    retabbed_lines = retabbed.splitlines()
+
+    def column(line: int, col: int) -> int:
+        if not 0 < line <= len(original_lines):
+            return col
+        original, expanded = original_lines[line - 1], retabbed_lines[line - 1]
+        original_indent = len(original) - len(original.lstrip(" \t"))
+        expanded_indent = len(expanded) - len(expanded.lstrip(" \t"))
+        if col - 1 >= expanded_indent:
+            return col - (expanded_indent - original_indent)
+        return min(col, original_indent + 1)
+
+    findings = [
+        replace(
+            finding,
+            col=column(finding.line, finding.col),
+            end_col=column(finding.end_line, finding.end_col),
+            fix=None,
+        )
+        for finding in result.findings
+    ]
+    return LintResult(findings, None, parsed=True)
 
 
 def _with_fix_style(options: RuleOptions, rules: Sequence[type[Rule]]) -> RuleOptions:
