@@ -19,7 +19,10 @@ from collections.abc import Callable
 import numpy as np
 import torch
 import torch.nn.functional as F
-from holdout import _mlp, _regression  # the same seeded data and model as rounds 1 and 2
+from holdout import (  # the same seeded data and model as rounds 1 and 2
+    _mlp,
+    _regression,
+)
 from measure import _outcome
 from torch import nn
 from torch.autograd import Variable
@@ -330,14 +333,14 @@ def _maddpg(step_actor: bool, update_targets: bool, step_critic: bool = True) ->
         target = torch.randn(8) + 0.95 * critic_value_
         critic_loss = F.mse_loss(target, critic_value)
         agent.critic_opt.zero_grad()
-        failed = _outcome(lambda: critic_loss.backward(retain_graph=True))
+        failed = _outcome(lambda loss=critic_loss: loss.backward(retain_graph=True))
         if failed != "None":
             return f"agent {i} critic_loss.backward: {failed}"
         if step_critic:
             agent.critic_opt.step()
         actor_loss = -agent.critic(torch.cat([s, mu], dim=1)).flatten().mean()
         agent.actor_opt.zero_grad()
-        failed = _outcome(lambda: actor_loss.backward(retain_graph=True))
+        failed = _outcome(lambda loss=actor_loss: loss.backward(retain_graph=True))
         if failed != "None":
             return f"agent {i} actor_loss.backward: {failed}"
         if step_actor:
