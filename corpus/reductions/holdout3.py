@@ -358,6 +358,25 @@ def r3_tl007_maddpg_shared_graph_between_agents() -> str:
 
 
 @reduction
+def r3_tl007_load_state_dict_before_backward() -> str:
+    """PPO: `old = model_old(x)` in the loss, then `model_old.load_state_dict(model.state_dict())`, then backward."""
+    results = []
+    for load_between in (True, False):
+        torch.manual_seed(0)
+        model, model_old = _net(3, 2), _net(3, 2)
+        model_old.load_state_dict(model.state_dict())  # before any forward
+        x = torch.randn(6, 3)
+        ratio = model(x) / (1e-10 + model_old(x.detach()).abs())
+        total_loss = -ratio.mean()
+        if load_between:
+            model_old.load_state_dict(model.state_dict())
+        results.append(f"{'load between loss and backward' if load_between else 'load before the forward only'}: "
+                       f"{_outcome(lambda loss=total_loss: loss.backward(retain_graph=True))}")
+    old_keyword = _outcome(lambda: (model(x).sum()).backward(retain_variables=True))
+    return "; ".join(results) + f"; backward(retain_variables=True): {old_keyword}"
+
+
+@reduction
 def r3_tl007_write_into_linear_output_ok() -> str:
     """`v_ = target(s_).view(-1); v_[done] = 0.0; target = r + gamma * v_`, and the DQN `Qtarget = Qpred; Qtarget[:, a] = ...`."""
     torch.manual_seed(0)
