@@ -19,13 +19,14 @@ from collections.abc import Callable
 import numpy as np
 import torch
 import torch.nn.functional as F
+from torch import nn
+from torch.autograd import Variable
+
 from holdout import (  # the same seeded data and model as rounds 1 and 2
     _mlp,
     _regression,
 )
 from measure import _outcome
-from torch import nn
-from torch.autograd import Variable
 
 REDUCTIONS: dict[str, Callable[[], str]] = {}
 DEVICE = "meta"  # stands in for a GPU
@@ -479,6 +480,60 @@ def r3_tl007_sac_steps_before_other_backwards_ok() -> str:
     critic_loss = 0.5 * F.mse_loss(critic(torch.cat([state, action], 1)).view(-1), q_hat)
     c_opt.zero_grad()
     return f"critic_loss.backward() after the value and actor steps: {_outcome(critic_loss.backward)}"
+
+
+@reduction
+def r3_tl007_sac_learn_as_stored_ok() -> str:
+    """SAC learn() with the stored networks' shapes (256-unit layers, one action, tanh squashing, `value_[done] = 0.0`)."""
+    torch.manual_seed(0)
+
+    def mlp(inputs: int, outputs: int) -> nn.Module:
+        return nn.Sequential(nn.Linear(inputs, 256), nn.ReLU(), nn.Linear(256, 256), nn.ReLU(), nn.Linear(256, outputs))
+
+    actor, critic_1, critic_2, value, target_value = mlp(4, 2), mlp(5, 1), mlp(5, 1), mlp(4, 1), mlp(4, 1)
+    opts = {m: torch.optim.Adam(m.parameters(), lr=1e-3) for m in (actor, critic_1, critic_2, value)}
+
+    def sample_normal(state: torch.Tensor, reparameterize: bool) -> tuple[torch.Tensor, torch.Tensor]:
+        out = actor(state)
+        mu, sigma = out[:, :1], torch.clamp(out[:, 1:], min=1e-6, max=1)
+        dist = torch.distributions.Normal(mu, sigma)
+        actions = dist.rsample() if reparameterize else dist.sample()
+        action = torch.tanh(actions)
+        log_probs = dist.log_prob(actions)
+        log_probs -= torch.log(1 - action.pow(2) + 1e-6)
+        return action, log_probs.sum(1, keepdim=True).view(-1)
+
+    def q(state: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
+        return torch.min(critic_1(torch.cat([state, action], 1)), critic_2(torch.cat([state, action], 1))).view(-1)
+
+    state, state_, action, reward = torch.randn(64, 4), torch.randn(64, 4), torch.randn(64, 1), torch.randn(64)
+    done = torch.rand(64) < 0.1
+
+    def learn() -> str:
+        v = value(state).view(-1)
+        value_ = target_value(state_).view(-1)
+        value_[done] = 0.0
+        actions, log_probs = sample_normal(state, reparameterize=False)
+        value_loss = 0.5 * F.mse_loss(v, q(state, actions) - log_probs)
+        opts[value].zero_grad()
+        value_loss.backward(retain_graph=True)
+        opts[value].step()
+        actions, log_probs = sample_normal(state, reparameterize=True)
+        actor_loss = torch.mean(log_probs - q(state, actions))
+        opts[actor].zero_grad()
+        actor_loss.backward(retain_graph=True)
+        opts[actor].step()
+        opts[critic_1].zero_grad()
+        opts[critic_2].zero_grad()
+        q_hat = 2 * reward + 0.99 * value_
+        critic_loss = 0.5 * F.mse_loss(critic_1(torch.cat([state, action], 1)).view(-1), q_hat) + \
+            0.5 * F.mse_loss(critic_2(torch.cat([state, action], 1)).view(-1), q_hat)
+        critic_loss.backward()
+        opts[critic_1].step()
+        opts[critic_2].step()
+        return "ran"
+
+    return f"learn() as stored, twice: {_outcome(lambda: [learn(), learn()][-1])}"
 
 
 @reduction
