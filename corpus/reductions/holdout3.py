@@ -283,6 +283,24 @@ def r3_tl018_as_tensor_keeps_graph_ok() -> str:
     return "; ".join(out)
 
 
+@reduction
+def r3_tl018_numpy_roundtrip_cuts_graph() -> str:
+    """`Variable(torch.from_numpy(out.cpu().data.numpy()[idx]))` fed to a triplet loss added to a CE loss with a graph."""
+    torch.manual_seed(0)
+    embed, head = nn.Linear(4, 3), nn.Linear(4, 2)
+    x, y = torch.randn(6, 4), torch.tensor([0, 1, 0, 1, 0, 1])
+    idx = np.where(np.array([1, 0, 1, 1, 0, 1]) == 1)
+    out = embed(x)
+    selected = Variable(torch.from_numpy(out.cpu().data.numpy()[idx]))
+    triplet = torch.clamp(0.5 + selected[:2].norm(dim=1) - selected[2:4].norm(dim=1), min=0).mean()
+    loss = F.cross_entropy(head(x), y) + triplet
+    loss.backward()
+    kept = out[idx]
+    return (f"selected.requires_grad={selected.requires_grad}, triplet.requires_grad={triplet.requires_grad}; "
+            f"after loss.backward() the embedding layer's grad is {embed.weight.grad}; indexing out[idx] instead: "
+            f"requires_grad={kept.requires_grad}")
+
+
 # TL019 ------------------------------------------------------------------------------------------
 @reduction
 def r3_tl019_softmax_then_ce_or_nll() -> str:
