@@ -301,6 +301,23 @@ def r3_tl018_numpy_roundtrip_cuts_graph() -> str:
             f"requires_grad={kept.requires_grad}")
 
 
+@reduction
+def r3_tl012_module_requires_grad_attribute() -> str:
+    """`self.model.outc.requires_grad = False` on a submodule, then Adam over model.parameters()."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Conv2d(2, 4, 1), nn.ReLU(), nn.Conv2d(4, 3, 1))
+    outc = model[2]
+    outc.requires_grad = False
+    before = outc.weight.detach().clone()
+    opt = torch.optim.Adam(model.parameters(), lr=0.1)
+    model(torch.randn(2, 2, 3, 3)).pow(2).mean().backward()
+    opt.step()
+    frozen = nn.Conv2d(4, 3, 1).requires_grad_(False)
+    return (f"outc.weight.requires_grad={outc.weight.requires_grad}, weight changed by the step: "
+            f"{not torch.equal(before, outc.weight.detach())}; outc.requires_grad_(False) instead: "
+            f"weight.requires_grad={frozen.weight.requires_grad}")
+
+
 # TL019 ------------------------------------------------------------------------------------------
 @reduction
 def r3_tl019_softmax_then_ce_or_nll() -> str:
