@@ -413,6 +413,23 @@ def r3_tl007_load_state_dict_before_backward() -> str:
 
 
 @reduction
+def r3_tl007_indexed_accumulate_into_buffer_ok() -> str:
+    """labelmodels: `cll = torch.zeros(m, k); cll -= z.sum(); cll[i, j] += logp` in a loop, then
+    `loss = -1 * torch.mean(ll); loss += reg` and backward."""
+    torch.manual_seed(0)
+    accuracy, propensity = nn.Parameter(torch.randn(3, 2)), nn.Parameter(torch.zeros(3))
+    z_acc = torch.logsumexp(torch.stack((accuracy, -accuracy), dim=2), dim=2)
+    cll = torch.zeros(4, 2)
+    cll -= torch.sum(torch.logsumexp(torch.stack((propensity, torch.zeros(3)), dim=1), dim=1))
+    for i, j, k in ((0, 0, 1), (1, 2, 0), (3, 1, 1), (0, 2, 0)):
+        cll[i, k] += propensity[j] + accuracy[j, k] - z_acc[j, k]
+    loss = -1 * torch.mean(torch.logsumexp(cll, dim=1))
+    loss += 0.1 * torch.norm(accuracy - 0.5)
+    result = _outcome(loss.backward)
+    return f"backward: {result}; accuracy.grad set: {accuracy.grad is not None}, propensity.grad set: {propensity.grad is not None}"
+
+
+@reduction
 def r3_tl007_write_into_linear_output_ok() -> str:
     """`v_ = target(s_).view(-1); v_[done] = 0.0; target = r + gamma * v_`, and the DQN `Qtarget = Qpred; Qtarget[:, a] = ...`."""
     torch.manual_seed(0)
