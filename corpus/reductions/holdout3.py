@@ -430,6 +430,36 @@ def r3_tl007_indexed_accumulate_into_buffer_ok() -> str:
 
 
 @reduction
+def r3_tl007_critic_step_before_policy_backward() -> str:
+    """SAC learn(): q1_loss and policy_loss (through critic(states, sampled_action)) built first, then
+    update_params(q1_optim, ...) (zero_grad, backward, step), then update_params(policy_optim, ..., policy_loss)."""
+
+    def update_params(optim: torch.optim.Optimizer, loss: torch.Tensor) -> None:
+        optim.zero_grad()
+        loss.backward()
+        optim.step()
+
+    results = []
+    for policy_first in (False, True):
+        torch.manual_seed(0)
+        policy, q1 = _net(3, 2), _net(5, 1)
+        q1_optim, policy_optim = torch.optim.Adam(q1.parameters(), lr=3e-4), torch.optim.Adam(policy.parameters(), lr=3e-4)
+        states, actions = torch.randn(8, 3), torch.randn(8, 2)
+        q1_loss = (q1(torch.cat([states, actions], 1)) - torch.randn(8, 1)).pow(2).mean()
+        policy_loss = -q1(torch.cat([states, torch.tanh(policy(states))], 1)).mean()
+        order = [(q1_optim, q1_loss), (policy_optim, policy_loss)]
+        if policy_first:
+            order.reverse()
+        outcome = "ran"
+        for optim, loss in order:
+            outcome = _outcome(lambda o=optim, val=loss: update_params(o, val))
+            if outcome != "None":
+                break
+        results.append(f"{'policy update first' if policy_first else 'as written (Q1 step, then policy backward)'}: {outcome}")
+    return "; ".join(results)
+
+
+@reduction
 def r3_tl007_write_into_linear_output_ok() -> str:
     """`v_ = target(s_).view(-1); v_[done] = 0.0; target = r + gamma * v_`, and the DQN `Qtarget = Qpred; Qtarget[:, a] = ...`."""
     torch.manual_seed(0)
