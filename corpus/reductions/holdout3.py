@@ -318,6 +318,17 @@ def r3_tl012_module_requires_grad_attribute() -> str:
             f"weight.requires_grad={frozen.weight.requires_grad}")
 
 
+@reduction
+def r3_tl014_detached_target_keeps_prediction_graph_ok() -> str:
+    """`qf1_loss = 0.5 * torch.mean((q1_pred - q_target.detach())**2)`: only the target is detached."""
+    torch.manual_seed(0)
+    qf1, target_vf = nn.Linear(3, 1), nn.Linear(3, 1)
+    q_target = 1.0 + 0.99 * target_vf(torch.randn(4, 3))
+    qf1_loss = 0.5 * torch.mean((qf1(torch.randn(4, 3)) - q_target.detach()) ** 2)
+    return (f"qf1_loss.requires_grad={qf1_loss.requires_grad}; backward: {_outcome(qf1_loss.backward)}; "
+            f"qf1.weight.grad set {qf1.weight.grad is not None}, target_vf.weight.grad {target_vf.weight.grad}")
+
+
 # TL019 ------------------------------------------------------------------------------------------
 @reduction
 def r3_tl019_softmax_then_ce_or_nll() -> str:
