@@ -190,6 +190,17 @@ def r3_tl015_plot_list_of_grad_tensors() -> str:
     return f"rate[0].grad_fn={type(rate[0].grad_fn).__name__}; np.asarray(rate): {_outcome(lambda: np.asarray(rate))}"
 
 
+@reduction
+def r3_tl015_max_indices_numpy_ok() -> str:
+    """`output = F.softmax(model(x), dim=1)` in grad mode, then `torch.max(output, 1)[1].cpu().numpy()`."""
+    torch.manual_seed(0)
+    output = F.softmax(nn.Linear(4, 3)(torch.randn(5, 4)), dim=1)
+    indices = torch.max(output, 1)[1]
+    return (f"output.requires_grad={output.requires_grad}; indices dtype {indices.dtype}, requires_grad={indices.requires_grad}; "
+            f".cpu().numpy(): {_outcome(lambda: indices.cpu().numpy().tolist())}; values torch.max(output, 1)[0].numpy(): "
+            f"{_outcome(lambda: torch.max(output, 1)[0].numpy())}")
+
+
 # TL002 / TL005 / TL016 / TL008 / TL003 / TL018 --------------------------------------------------------
 @reduction
 def r3_tl002_update_under_no_grad_ok() -> str:
