@@ -19,14 +19,13 @@ from collections.abc import Callable
 import numpy as np
 import torch
 import torch.nn.functional as F
-from torch import nn
-from torch.autograd import Variable
-
 from holdout import (  # the same seeded data and model as rounds 1 and 2
     _mlp,
     _regression,
 )
 from measure import _outcome
+from torch import nn
+from torch.autograd import Variable
 
 REDUCTIONS: dict[str, Callable[[], str]] = {}
 DEVICE = "meta"  # stands in for a GPU
