@@ -97,6 +97,8 @@ class Evaluation(ValueFacts):
             if found is not None:
                 return found
         attr = node.attr.value
+        if attr == "indices" and self._is_values_and_indices(node.value):
+            return Value(Kind.PLAIN, node)
         base = self.value_of(node.value)
         if attr == "grad":
             return Value(Kind.PLAIN, node, tags=frozenset({"grad"}))
@@ -142,6 +144,8 @@ class Evaluation(ValueFacts):
                 return False
 
     def _value_Subscript(self, node: cst.Subscript) -> Value:
+        if _is_literal_index(node, 1) and self._is_values_and_indices(node.value):
+            return Value(Kind.PLAIN, node)  # `torch.max(probs, 1)[1]`: the int64 indices
         base = self.value_of(node.value)
         if base.kind is Kind.COLLECTION:
             return base.element or UNKNOWN
@@ -153,6 +157,29 @@ class Evaluation(ValueFacts):
         if base.kind is Kind.MODULE:
             return Value(Kind.MODULE, node)
         return UNKNOWN
+
+    def _is_values_and_indices(self, node: cst.BaseExpression) -> bool:
+        """``node`` is a call returning a (values, indices) pair: ``torch.sort(t)``, ``t.topk(k)``,
+        ``torch.max(t, 1)``, ``t.max(dim=1)`` (not ``torch.max(t)``, nor ``torch.max(a, b)``)."""
+        if type(node) is not cst.Call:
+            return False
+        qualified = self.qualify(node.func)
+        if qualified is not None:
+            name, dim_position = qualified.rsplit(".", 1)[-1], 1
+            if not qualified.startswith("torch."):
+                return False
+        elif type(node.func) is cst.Attribute:
+            name, dim_position = node.func.attr.value, 0
+        else:
+            return False
+        if name in api.VALUES_AND_INDICES:
+            return True
+        if name not in api.VALUES_AND_INDICES_GIVEN_A_DIM:
+            return False
+        if keyword_arg(node, "dim") is not None:
+            return True
+        args = positional_args(node)
+        return len(args) > dim_position and self.value_of(args[dim_position]).kind is Kind.NUMBER
 
     def _is_basic_index(self, node: cst.Subscript) -> bool:
         """``t[0]``, ``t[:, 4]``, ``t[..., i]``: indexing by slices and numbers makes a view (a
@@ -425,6 +452,14 @@ class Evaluation(ValueFacts):
         if any(BACKPROPAGATED in value.tags for value in inputs) and not self.grad_mode.statically_disabled:
             return _FROM_BACKPROPAGATED  # `lossD = lossD_real + lossD_fake`: it carries their graphs
         return UNKNOWN
+
+
+def _is_literal_index(node: cst.Subscript, number: int) -> bool:
+    """``x[number]``: one element, a literal integer."""
+    if len(node.slice) != 1 or type(node.slice[0].slice) is not cst.Index:
+        return False
+    value = node.slice[0].slice.value  # type: ignore[attr-defined]
+    return type(value) is cst.Integer and value.evaluated_value == number
 
 
 def _as_view(base: Value, result: Value) -> Value:

@@ -319,6 +319,12 @@ NON_DIFFERENTIABLE = frozenset(
     "logical_and logical_or logical_not logical_xor long int bool byte short char".split()
 )
 
+# Reductions that return a (values, indices) pair: always, or only when given a dimension
+# (``torch.max(t)`` is a tensor, ``torch.max(t, 1)`` and ``t.max(dim=1)`` a pair).  The indices
+# (element 1, ``.indices``) are int64 and never require grad (measured with torch 2.13).
+VALUES_AND_INDICES = frozenset("sort topk kthvalue mode cummax cummin".split())
+VALUES_AND_INDICES_GIVEN_A_DIM = frozenset("max min median nanmedian".split())
+
 # Other frameworks with a `.grad` of their own: a file that imports one of them and not torch
 # is not torch code, and a name whose `.grad` is read there is no assumed torch leaf
 # (d2l ships the same training loops for MXNet, where `param -= lr * param.grad` is right).
