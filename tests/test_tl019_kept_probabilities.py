@@ -1,4 +1,5 @@
-"""TL019 through ops that keep probabilities (tests/fixtures/TL019/kept_probabilities.py), checked
+"""TL019 through ops that keep probabilities (tests/fixtures/TL019/kept_probabilities.py) and
+through elements of a module's tuple output (unpacked_outputs.py), checked
 against torch: each ``# %% case:`` section is run as a whole program (the fixture's set-up, then
 the section) and linted alone.  The scores are perfectly confident: cross-entropy of what a
 positive section feeds it stays at the floor of a softmax taken twice (-log(e/(e+2)) = 0.55 for
@@ -17,7 +18,10 @@ from torchlint.rules import rule_by_code
 torch = pytest.importorskip("torch")
 pytestmark = pytest.mark.torch
 
-CASES = fixture_sections("TL019", "kept_probabilities.py")
+CASES = {
+    **fixture_sections("TL019", "kept_probabilities.py"),
+    **{f"{name} (unpacked)": source for name, source in fixture_sections("TL019", "unpacked_outputs.py").items()},
+}
 FLOOR = -math.log(math.e / (math.e + 2))
 
 
@@ -28,8 +32,8 @@ def _loss(source: str) -> float:
 
 
 def test_every_section_is_a_case() -> None:
-    assert len(CASES) == 7
-    assert sum(name.startswith("positive") for name in CASES) == 4
+    assert len(CASES) == 11
+    assert sum(name.startswith("positive") for name in CASES) == 6
 
 
 @pytest.mark.parametrize("name", sorted(CASES))

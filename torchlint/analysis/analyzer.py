@@ -38,6 +38,7 @@ from torchlint.analysis.call_sites import CallSiteValues
 from torchlint.analysis.branches import ControlFlow
 from torchlint.analysis.dispatch import Dispatch, _BoundHooks
 from torchlint.analysis.evaluate import GRADIENT_TAGS, Evaluation
+from torchlint.analysis.facts import returned_item
 from torchlint.analysis.events import AutogradEvent
 from torchlint.analysis.flow import Flow
 from torchlint.analysis.functions import Functions, _GradReadCollector
@@ -277,6 +278,7 @@ class Analyzer(Dispatch, Functions, BindingState, ControlFlow, GradModes, Evalua
 
     def _project_forward_returns(self, value: Value) -> Value | None:
         """For the output of a module of a sibling file's class: what its ``forward`` returns."""
-        module = self._project_forwards.get(id(value.origin)) if value.origin is not None else None
-        return module.project.forward_returns() if module is not None else None
+        origin, position = self._output_position(value)
+        module = self._project_forwards.get(id(origin)) if origin is not None else None
+        return returned_item(module.project.forward_returns(), position) if module is not None else None
 

@@ -100,6 +100,11 @@ class BindingState:
             elif value.items is not None and len(value.items) == len(elements):
                 for sub_target, item in zip(elements, value.items):
                     self._bind_target(sub_target, item, None)
+            elif type(value_node) is cst.Call and "model-output" in value.tags and not any(
+                isinstance(e, cst.StarredElement) for e in target.elements
+            ):
+                for position, sub_target in enumerate(elements):  # `validity, label = discriminator(x)`
+                    self._bind_target(sub_target, self.output_item(value_node, position, sub_target), None)
             else:
                 element = value.element if value.kind is Kind.COLLECTION and value.element else UNKNOWN
                 for sub_target in elements:

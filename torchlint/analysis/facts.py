@@ -2,7 +2,8 @@
 
 - softmax outputs: ``F.softmax(x, 1)``, ``torch.softmax``, ``x.softmax(1)``, an ``nn.Softmax``
   called, an ``nn.Sequential`` whose last layer is one, a module of this file whose ``forward``
-  returns one (known once the file is analysed: ``forward_returns``);
+  returns one (known once the file is analysed: ``forward_returns``), also one element of what
+  it returns, unpacked (``validity, label = discriminator(x)``: ``output_item``);
 - graph-cut copies: ``torch.tensor(t)`` of a tensor that requires grad (or of values without a
   graph) has no graph; ``torch.as_tensor(t)`` is ``t`` itself; ``torch.from_numpy(a)`` has none;
 - lists built by ``append``: ``losses = []; losses.append(loss)`` is a list of losses;
@@ -22,7 +23,7 @@ import libcst as cst
 from torchlint.analysis import torch_api as api
 from torchlint.analysis.names import dotted_name
 from torchlint.analysis.project import ProjectClassInfo
-from torchlint.analysis.values import NUMBER, UNKNOWN, Kind, Value, join
+from torchlint.analysis.values import MODEL_OUTPUT_ITEM, NUMBER, UNKNOWN, Kind, Value, join
 
 if TYPE_CHECKING:
     from torchlint.analysis.scopes import FunctionInfo
@@ -41,18 +42,35 @@ class ValueFacts:
         # id(module call node) -> the class of a sibling file whose module it calls (``project.py``).
         self._project_forwards: dict[int, ProjectClassInfo] = {}
         self._may_freeze = False
+        # id(unpacking target) -> (the module call whose output it is an element of, its position).
+        self._output_items: dict[int, tuple[cst.Call, int]] = {}
 
     # ------------------------------------------------------------ questions
     def forward_returns(self, value: Value) -> Value:
         """For the output of a module class defined in this file (``model(x)``): the join of what
         its ``forward`` returns.  Only complete once the file is analysed: ask from ``when=``/``finish``."""
-        forward = self._forwards.get(id(value.origin)) if value.origin is not None else None
+        origin, position = self._output_position(value)
+        forward = self._forwards.get(id(origin)) if origin is not None else None
         if forward is None or not forward.returns:
             return UNKNOWN
-        joined = forward.returns[0]
+        joined = returned_item(forward.returns[0], position)
         for returned in forward.returns[1:]:
-            joined = join(joined, returned)
+            joined = join(joined, returned_item(returned, position))
         return joined
+
+    def output_item(self, call: cst.Call, position: int, target: cst.BaseExpression) -> Value:
+        """Element ``position`` of what the module call ``call`` returns, bound to ``target``
+        (``validity, label = discriminator(x)``).  Nothing is known of it yet (a forward may return
+        a tensor together with one-hot codes or counts); ``forward_returns`` tells the rest."""
+        self._output_items[id(target)] = (call, position)
+        return Value(Kind.UNKNOWN, target, tags=frozenset({MODEL_OUTPUT_ITEM}))
+
+    def _output_position(self, value: Value) -> tuple[cst.CSTNode | None, int | None]:
+        """The module call whose output ``value`` is, and the element it is (None: all of it)."""
+        if value.origin is None:
+            return None, None
+        item = self._output_items.get(id(value.origin)) if MODEL_OUTPUT_ITEM in value.tags else None
+        return item if item is not None else (value.origin, None)
 
     def is_softmax_output(self, value: Value) -> bool:
         """``value`` is a softmax output (for a module of this file: ask once the file is analysed)."""
@@ -242,3 +260,12 @@ def _guarded_keys(test: cst.BaseExpression) -> list[str]:
     if type(test) is cst.Comparison:
         return _guarded_keys(test.left)
     return []
+
+
+def returned_item(returned: Value, position: int | None) -> Value:
+    """Element ``position`` of a returned value (None: the value itself)."""
+    if position is None:
+        return returned
+    if returned.items is not None and position < len(returned.items):
+        return returned.items[position]
+    return UNKNOWN

@@ -56,6 +56,10 @@ VIEW_OF_LEAF = "view-of-leaf"
 # Tag of an UNKNOWN element of a module's submodule container (``for mi in m.m``, ``for c in
 # self.convs``): its ``weight``/``bias`` is a parameter, as one reached by attributes is.
 SUBMODULE_ELEMENT = "submodule-element"
+# Tag of an UNKNOWN element unpacked from a module call's output (``validity, label = D(x)``):
+# what the module's ``forward`` returns there is asked later (``ValueFacts.forward_returns``).
+MODEL_OUTPUT_ITEM = "model-output-item"
+
 
 @dataclass(frozen=True, eq=False)
 class Value:

@@ -7,6 +7,7 @@ import libcst as cst
 from torchlint import fixes
 from torchlint.analysis import Kind
 from torchlint.analysis import torch_api as api
+from torchlint.analysis.values import MODEL_OUTPUT_ITEM
 from torchlint.rule import Fix, FixSafety, Rule
 
 _LOGITS = "logits"
@@ -50,7 +51,7 @@ class SoftmaxBeforeCrossEntropy(Rule):
             )
         if "softmax" in value.tags:
             self.report(node, message, _fix(self.ctx, argument, expects))
-        elif "model-output" in value.tags:
+        elif "model-output" in value.tags or MODEL_OUTPUT_ITEM in value.tags:
             # A module of this file: its forward is analysed later (or already was).
             self.report(node, message.replace("softmax probabilities", "the output of a model ending in softmax", 1),
                         when=lambda: self.ctx.is_softmax_output(value))
