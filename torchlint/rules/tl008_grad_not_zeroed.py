@@ -18,7 +18,9 @@ import libcst as cst
 
 from torchlint import fixes
 from torchlint.analysis import FunctionInfo, Kind, Value, dotted_name
-from torchlint.analysis.events import EventKind, gradient_reads, is_optimizer, last_name, may_hide_autograd
+from torchlint.analysis.events import (
+    EventKind, event_calls, gradient_reads, has_backward, is_optimizer, last_name, may_hide_autograd,
+)
 from torchlint.analysis.flow import Flow
 from torchlint.analysis.module_graph import covers
 from torchlint.analysis.names import root_name, through_grad
@@ -96,7 +98,6 @@ class _OpaqueCall:
 
 @dataclass(eq=False)
 class _Facts:
-    backward: bool = False
     updates: list[_Update] = field(default_factory=list)
     zeroes: bool = False  # every gradient is reset (zero_grad(), or what is reset is unknown)
     zeroed: set[str] = field(default_factory=set)  # tensors whose own gradient is reset (`w.grad = None`)
@@ -106,9 +107,6 @@ class _Facts:
     resets: list[frozenset[str] | None] = field(default_factory=list)
     helpers: list[FunctionInfo] = field(default_factory=list)
     opaque: list[_OpaqueCall] = field(default_factory=list)
-    # Keys bound by assignment in the body, and names bound by loops nested in it.
-    bound: set[str] = field(default_factory=set)
-    nested_targets: set[str] = field(default_factory=set)
     # For a function: backward/updates that are not inside one of its own loops.
     backward_outside_loops: bool = False
     updates_outside_loops: list[_Update] = field(default_factory=list)
@@ -134,7 +132,7 @@ class GradNotZeroed(Rule):
         self._loops: dict[int, _Loop] = {}
         self._order: list[_Loop] = []
         self._functions: dict[int, _Facts] = {}
-        self._backwards: list[cst.Call] = []  # every backward() (any spelling: ``ctx.autograd_event``)
+        self._loop_backwards: dict[int, list[cst.Call]] = {}  # (``_backwards_in``)
         # Loops that reset gradients only in the other arm of an ``if`` fixed for the loop.
         self._split_by: dict[int, cst.If] = {}
         # Loops whose resets cover other optimizers' parameters only: the steps left out.
@@ -165,11 +163,6 @@ class GradNotZeroed(Rule):
         loop = _Loop(node, parent)
         self._loops[id(node)] = loop
         self._order.append(loop)
-        if isinstance(node, cst.For):
-            targets = _bound_names(node.target)
-            for loop_node in self.ctx.loops:
-                if id(loop_node) in self._loops:
-                    self._loops[id(loop_node)].facts.nested_targets |= targets
 
     def visit_For(self, node: cst.For) -> None:
         self._enter_loop(node)
@@ -177,13 +170,20 @@ class GradNotZeroed(Rule):
     def visit_While(self, node: cst.While) -> None:
         self._enter_loop(node)
 
-    def _record_backward(self, call: cst.Call) -> None:
-        self._backwards.append(call)
-        for facts in self._enclosing():
-            facts.backward = True
+    def _record_backward(self) -> None:
+        """A backward() outside the loops of a function (a loop's are the model's: ``_backwards_in``)."""
         function = self._function_facts()
         if function is not None and not self.ctx.loops:
             function.backward_outside_loops = True
+
+    def _backwards_in(self, loop: _Loop) -> list[cst.Call]:
+        """The backward() calls (any spelling) of one iteration of ``loop``."""
+        found = self._loop_backwards.get(id(loop.node))
+        if found is None:
+            flow = self.ctx.flow(loop.node)
+            found = [call for call in event_calls(self.ctx, loop.node, EventKind.BACKWARD) if flow.contains(call)]
+            self._loop_backwards[id(loop.node)] = found
+        return found
 
     def _record_update(self, update: _Update) -> None:
         loops = frozenset(id(loop) for loop in self.ctx.loops if self.ctx.runs_every_iteration(loop))
@@ -218,7 +218,7 @@ class GradNotZeroed(Rule):
         event = self.ctx.autograd_event(node)
         if event is not None:
             if event.kind is EventKind.BACKWARD:
-                self._record_backward(node)
+                self._record_backward()
             elif event.kind is EventKind.ZERO_GRAD:
                 self._record_zeroing(event.subject, self._reset_modules(node, event.subject))
             elif event.kind is EventKind.STEP:
@@ -313,13 +313,6 @@ class GradNotZeroed(Rule):
             return
         if through_grad(target):
             self._record_zeroing()
-            return
-        if not self.ctx.loops:
-            return
-        names = _bound_names(target)
-        for loop_node in self.ctx.loops:
-            if id(loop_node) in self._loops:
-                self._loops[id(loop_node)].facts.bound |= names
 
     def visit_Del(self, node: cst.Del) -> None:
         targets = node.target.elements if isinstance(node.target, (cst.Tuple, cst.List)) else [node.target]
@@ -396,12 +389,13 @@ class GradNotZeroed(Rule):
 
     def _own_updates(self, loop: _Loop) -> list[_Update]:
         """Updates in the loop body of something that is not re-created in each iteration."""
-        bound = loop.facts.bound
+        bound = self.ctx.binding_table(loop.node.body).rebound
         return [u for u in loop.facts.updates if u.key not in bound and u.root not in bound]
 
     def _fails(self, loop: _Loop) -> bool:
         facts = loop.facts
-        backward, updates, zeroes = facts.backward, list(self._own_updates(loop)), facts.zeroes
+        updates, zeroes = list(self._own_updates(loop)), facts.zeroes
+        backward = False
         zeroed = set(facts.zeroed)
         zeroes_modules = facts.zeroes_modules
         opaque = list(facts.opaque)
@@ -417,7 +411,7 @@ class GradNotZeroed(Rule):
             zeroed |= summary.zeroed
             zeroes_modules = zeroes_modules or summary.zeroes_modules
             opaque.extend(summary.opaque)
-        if not backward or not updates:
+        if not updates or not (backward or has_backward(self.ctx, loop.node.body)):
             return False
         if facts.zeroing_sites and not helpers_zero:
             split = self._zeroing_skipped_by_a_fixed_branch(loop)
@@ -458,7 +452,7 @@ class GradNotZeroed(Rule):
         sites = [u.site for u in self._own_updates(loop)]
         if sites and all(site is not None and flow.contains(site) for site in sites) and any(
             all(flow.between(node, backward, site) for site in sites)  # type: ignore[arg-type]
-            for backward in self._backwards if flow.contains(backward)
+            for backward in self._backwards_in(loop)
         ):
             return True
         if call.roots & optimizer_roots:
@@ -483,7 +477,7 @@ class GradNotZeroed(Rule):
         ``if args.amp: optimizer.zero_grad(); ... else: losses.backward(); optimizer.step()``).
         A test that may change between iterations (``if i % k == 0``) is accumulation by design."""
         flow = self.ctx.flow(loop.node)
-        backwards = [call for call in self._backwards if flow.contains(call)]
+        backwards = self._backwards_in(loop)
         for update in self._own_updates(loop):
             site = update.site
             if site is None or not flow.contains(site):
@@ -570,7 +564,8 @@ class GradNotZeroed(Rule):
         if key is None or not isinstance(body, cst.IndentedBlock) or not body.body:
             return None
         root = key.split(".")[0]
-        if root in loop.facts.bound or root in loop.facts.nested_targets:
+        bindings = self.ctx.binding_table(body)
+        if root in bindings.rebound or root in bindings.loop_targets:
             return None  # the optimizer is not known at the top of the body
         call = cst.parse_expression(f"{key}.zero_grad()")
         line = cst.SimpleStatementLine(body=[cst.Expr(call)])
@@ -588,7 +583,7 @@ class GradNotZeroed(Rule):
         replacements = []
         flow = self.ctx.flow(loop.node)
         reads = gradient_reads(loop.node.body)
-        backwards = [call for call in self._backwards if flow.contains(call)]
+        backwards = self._backwards_in(loop)
         reset: list[str] = []
         for update in updates:
             line = update.line
@@ -614,18 +609,6 @@ class GradNotZeroed(Rule):
 
     def _reset_statement(self, owner: str) -> str:
         return f"{owner}.grad.zero_()\n" if self._zeroes_in_place() else f"{owner}.grad = None\n"
-
-
-def _bound_names(target: cst.BaseExpression) -> set[str]:
-    if isinstance(target, (cst.Tuple, cst.List)):
-        names: set[str] = set()
-        for element in target.elements:
-            names |= _bound_names(element.value)
-        return names
-    if isinstance(target, cst.StarredElement):
-        return _bound_names(target.value)
-    key = dotted_name(target)
-    return {key} if key is not None else set()
 
 
 def _unsafe_to_reset(

@@ -24,6 +24,12 @@ class BackwardThroughFreedGraph(Rule):
     default = False
     tokens = ("backward",)
 
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+        if "step" in self.ctx.source:
+            # Which modules an optimizer trains (their outputs require grad): the model's module graph.
+            self.ctx.track_module_graph()
+
     def visit_For(self, node: cst.For) -> None:
         self._check_loop(node)
 
