@@ -110,3 +110,27 @@ def test_trained_module_outputs_built_before_the_loop_fail_where_tl010_reports()
         assert frames[-1].lineno in expected, name
     for name in look_alikes:
         getattr(_trained_attack(torch), name)(x)  # (raises if it does not train)
+
+
+SHARED = Path(__file__).parent / "fixtures" / "TL010" / "shared_subgraph.py"
+
+
+@pytest.mark.torch
+def test_a_second_loss_through_a_freed_shared_subgraph_fails_where_tl010_reports() -> None:
+    torch = pytest.importorskip("torch")
+    source = SHARED.read_text()
+    expected = {n for n, line in enumerate(source.splitlines(), 1) if "# expect: TL010" in line}
+    namespace: dict[str, object] = {"__name__": "tl010_shared_fixture"}
+    exec(compile(source, str(SHARED), "exec"), namespace)
+    functions = [n for n in ast.parse(source).body if isinstance(n, ast.FunctionDef)]
+    positives = [f.name for f in functions if any(f.lineno <= line <= (f.end_lineno or 0) for line in expected)]
+    look_alikes = [f.name for f in functions if f.name not in positives]
+    assert positives and look_alikes
+    batches = [torch.randn(4, 3) for _ in range(2)]
+    for name in positives:
+        with pytest.raises(RuntimeError, match=SECOND_BACKWARD) as raised:
+            namespace[name](batches)  # type: ignore[operator]
+        frames = [f for f in traceback.extract_tb(raised.value.__traceback__) if Path(f.filename) == SHARED]
+        assert frames[-1].lineno in expected, name
+    for name in look_alikes:
+        namespace[name](batches)  # type: ignore[operator]  # (raises if it does not train)

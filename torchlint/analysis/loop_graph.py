@@ -125,6 +125,19 @@ class LoopGraph:
                 found.append((backward, frozenset(hit)))
         return found
 
+    def freed_earlier_in_iteration(self) -> list[tuple[LoopBackward, frozenset[GraphNode], LoopBackward]]:
+        """Each backward of the first iteration with the nodes it reaches that save tensors and
+        that an earlier backward of the same iteration (without ``retain_graph``, named third)
+        freed: two losses sharing a subgraph, backpropagated one after the other."""
+        found = []
+        for index, backward in enumerate(self.first):
+            for earlier in self.first[:index]:
+                hit = backward.nodes & {node for node in earlier.nodes if node.saves} if earlier.frees else set()
+                if hit:
+                    found.append((backward, frozenset(hit), earlier))
+                    break
+        return found
+
 
 def loop_graph(ctx: Analyzer, loop: cst.For | cst.While) -> LoopGraph | None:
     """The graph of ``loop``, None when there is nothing to follow: grad mode off, no backward
@@ -518,9 +531,11 @@ class _LoopInterpreter:
         return site.value if site is not None else None
 
     def _trained(self, key: str) -> bool:
-        """An optimizer built in the file updates the module ``key`` holds (or one it is part of)."""
+        """An optimizer built in the file updates the module ``key`` holds (or one it is part of).
+        Keys are names: a parameter of the function may hold another module than the optimizer's."""
         graph = self.ctx.module_graph
-        if graph is None:
+        function = self.ctx.function
+        if graph is None or (function is not None and key in parameter_names(function.node)):
             return False
         return any(key == trained or key.startswith(trained + ".") for trained in graph.optimized_keys)
 
