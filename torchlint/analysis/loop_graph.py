@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 import libcst as cst
 
 from torchlint.analysis import torch_api as api
-from torchlint.analysis.events import AutogradEvent, EventKind, frees_graph, has_backward
+from torchlint.analysis.events import AutogradEvent, EventKind, event_calls, frees_graph, has_backward
 from torchlint.analysis.names import dotted_expression, dotted_name, is_basic_indexing, keyword_arg
 from torchlint.analysis.scopes import parameter_names, subscript_root, target_keys
 from torchlint.analysis.uses import changed_in_place
@@ -149,9 +149,18 @@ def loop_graph(ctx: Analyzer, loop: cst.For | cst.While) -> LoopGraph | None:
     return _LoopInterpreter(ctx).graph(loop)
 
 
+def body_graph(ctx: Analyzer, body: cst.IndentedBlock) -> LoopGraph | None:
+    """The graph of a body that runs once (a function's), its backwards in ``first`` in program
+    order; None when there is nothing to follow: grad mode off, fewer than two backwards."""
+    if ctx.grad_mode.statically_disabled or len(event_calls(ctx, body, EventKind.BACKWARD)) < 2:
+        return None
+    return _LoopInterpreter(ctx, runs_once=True).once(body)
+
+
 class _LoopInterpreter:
-    def __init__(self, ctx: Analyzer) -> None:
+    def __init__(self, ctx: Analyzer, runs_once: bool = False) -> None:
         self.ctx = ctx
+        self._runs_once = runs_once  # a body that runs once: ``return``/``raise`` only end it
         self._preloop: dict[str, _Sym] = {}
         self._exprs: dict[int, cst.CSTNode] = {}
         self._assumed_trainable = False
@@ -170,6 +179,11 @@ class _LoopInterpreter:
         except _LoopOnlyOnce:
             return None
         return LoopGraph(first.backwards, second.backwards, self._exprs, self._assumed_trainable)
+
+    def once(self, body: cst.IndentedBlock) -> LoopGraph:
+        run = _Run(1, {})
+        self._block(run, body.body, changed_in_place(self.ctx, body), grad_enabled=True)
+        return LoopGraph(run.backwards, [], self._exprs, self._assumed_trainable)
 
     def _run(self, loop: cst.For | cst.While, iteration: int, entry: dict[str, _Sym], volatile: set[str]) -> _Run:
         run = _Run(iteration, dict(entry))
@@ -230,6 +244,9 @@ class _LoopInterpreter:
         self, run: _Run, small: cst.BaseSmallStatement, line: cst.CSTNode, volatile: set[str], grad: bool
     ) -> None:
         if isinstance(small, (cst.Break, cst.Return, cst.Raise)):
+            if self._runs_once:
+                run.stopped = True
+                return
             raise _LoopOnlyOnce
         if isinstance(small, cst.Continue):
             run.stopped = True

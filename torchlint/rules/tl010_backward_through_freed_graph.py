@@ -37,6 +37,14 @@ class BackwardThroughFreedGraph(Rule):
     def visit_While(self, node: cst.While) -> None:
         self._check_loop(node)
 
+    def visit_IndentedBlock(self, node: cst.IndentedBlock) -> None:
+        function = self.ctx.function
+        if function is not None and node is function.node.body and not self.ctx.loops:
+            graph = self.ctx.body_graph(node)  # a function body: two backwards one after the other
+            if graph is not None:
+                for backward, hit, earlier in graph.freed_earlier_in_iteration():
+                    self._report_shared(backward, hit, earlier, graph)
+
     def _check_loop(self, loop: cst.For | cst.While) -> None:
         graph = self.ctx.loop_graph(loop)
         if graph is None:
