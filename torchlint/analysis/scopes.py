@@ -336,6 +336,12 @@ class BindingCollector(cst.CSTVisitor):
         self._bind(target, site)
         self.keys.update(target_keys(target))
 
+    def _rebind(self, target: cst.BaseExpression) -> None:
+        if type(target) is cst.Name:
+            self.rebound.add(target.value)  # (most targets: no set built)
+        else:
+            self.rebound.update(target_keys(target, containers=False))
+
     def _nested(self, node: cst.CSTNode) -> bool:
         if self._depth == 0 and isinstance(node, (cst.FunctionDef, cst.ClassDef)):
             self.sites.setdefault(node.name.value, []).append(node)
@@ -367,7 +373,7 @@ class BindingCollector(cst.CSTVisitor):
         for target in node.targets:
             if self._depth == 0:
                 self._bind_all(target.target, node)
-                self.rebound.update(target_keys(target.target, containers=False))
+                self._rebind(target.target)
             if isinstance(target.target, cst.Attribute) and target.target.attr.value == "requires_grad":
                 self._made_leaf(target.target.value)
 
@@ -375,7 +381,7 @@ class BindingCollector(cst.CSTVisitor):
         if self._depth == 0:
             if node.value is not None:
                 self._bind(node.target, node)
-                self.rebound.update(target_keys(node.target, containers=False))
+                self._rebind(node.target)
             self.keys.update(target_keys(node.target))
 
     def _binds_its_target(self, node: cst.AugAssign | cst.For | cst.Del) -> None:
@@ -392,7 +398,7 @@ class BindingCollector(cst.CSTVisitor):
     def visit_WithItem(self, node: cst.WithItem) -> None:
         if self._depth == 0 and node.asname is not None:
             self._bind_all(node.asname.name, node)
-            self.rebound.update(target_keys(node.asname.name, containers=False))
+            self._rebind(node.asname.name)
 
     def visit_ExceptHandler(self, node: cst.ExceptHandler) -> None:
         if self._depth == 0 and node.name is not None:
@@ -401,7 +407,7 @@ class BindingCollector(cst.CSTVisitor):
     def visit_NamedExpr(self, node: cst.NamedExpr) -> None:
         if self._function_depth == 0:  # binds in the enclosing function even inside a comprehension
             self._bind_all(node.target, node)
-            self.rebound.update(target_keys(node.target, containers=False))
+            self._rebind(node.target)
 
     def visit_ImportAlias(self, node: cst.ImportAlias) -> None:
         if self._depth == 0:
