@@ -389,6 +389,8 @@ class GradNotZeroed(Rule):
 
     def _own_updates(self, loop: _Loop) -> list[_Update]:
         """Updates in the loop body of something that is not re-created in each iteration."""
+        if not loop.facts.updates:
+            return []  # (most loops: their body's binding table is not needed)
         bound = self.ctx.binding_table(loop.node.body).rebound
         return [u for u in loop.facts.updates if u.key not in bound and u.root not in bound]
 
