@@ -18,9 +18,7 @@ import libcst as cst
 
 from torchlint import fixes
 from torchlint.analysis import FunctionInfo, Kind, Value, dotted_name
-from torchlint.analysis.events import (
-    EventKind, event_calls, gradient_reads, has_backward, is_optimizer, last_name, may_hide_autograd,
-)
+from torchlint.analysis.events import EventKind, gradient_reads, is_optimizer, last_name, may_hide_autograd
 from torchlint.analysis.flow import Flow
 from torchlint.analysis.module_graph import covers
 from torchlint.analysis.names import root_name, through_grad
@@ -98,6 +96,7 @@ class _OpaqueCall:
 
 @dataclass(eq=False)
 class _Facts:
+    backward: bool = False
     updates: list[_Update] = field(default_factory=list)
     zeroes: bool = False  # every gradient is reset (zero_grad(), or what is reset is unknown)
     zeroed: set[str] = field(default_factory=set)  # tensors whose own gradient is reset (`w.grad = None`)
@@ -132,7 +131,7 @@ class GradNotZeroed(Rule):
         self._loops: dict[int, _Loop] = {}
         self._order: list[_Loop] = []
         self._functions: dict[int, _Facts] = {}
-        self._loop_backwards: dict[int, list[cst.Call]] = {}  # (``_backwards_in``)
+        self._backwards: list[cst.Call] = []  # every backward() (any spelling: ``ctx.autograd_event``)
         # Loops that reset gradients only in the other arm of an ``if`` fixed for the loop.
         self._split_by: dict[int, cst.If] = {}
         # Loops whose resets cover other optimizers' parameters only: the steps left out.
@@ -170,20 +169,20 @@ class GradNotZeroed(Rule):
     def visit_While(self, node: cst.While) -> None:
         self._enter_loop(node)
 
-    def _record_backward(self) -> None:
-        """A backward() outside the loops of a function (a loop's are the model's: ``_backwards_in``)."""
+    def _record_backward(self, call: cst.Call) -> None:
+        # (Recorded as the walk meets them: scanning each loop body again for its backwards
+        # costs more than the whole rule.)
+        self._backwards.append(call)
+        for facts in self._enclosing():
+            facts.backward = True
         function = self._function_facts()
         if function is not None and not self.ctx.loops:
             function.backward_outside_loops = True
 
     def _backwards_in(self, loop: _Loop) -> list[cst.Call]:
         """The backward() calls (any spelling) of one iteration of ``loop``."""
-        found = self._loop_backwards.get(id(loop.node))
-        if found is None:
-            flow = self.ctx.flow(loop.node)
-            found = [call for call in event_calls(self.ctx, loop.node, EventKind.BACKWARD) if flow.contains(call)]
-            self._loop_backwards[id(loop.node)] = found
-        return found
+        flow = self.ctx.flow(loop.node)
+        return [call for call in self._backwards if flow.contains(call)]
 
     def _record_update(self, update: _Update) -> None:
         loops = frozenset(id(loop) for loop in self.ctx.loops if self.ctx.runs_every_iteration(loop))
@@ -218,7 +217,7 @@ class GradNotZeroed(Rule):
         event = self.ctx.autograd_event(node)
         if event is not None:
             if event.kind is EventKind.BACKWARD:
-                self._record_backward()
+                self._record_backward(node)
             elif event.kind is EventKind.ZERO_GRAD:
                 self._record_zeroing(event.subject, self._reset_modules(node, event.subject))
             elif event.kind is EventKind.STEP:
@@ -396,8 +395,7 @@ class GradNotZeroed(Rule):
 
     def _fails(self, loop: _Loop) -> bool:
         facts = loop.facts
-        updates, zeroes = list(self._own_updates(loop)), facts.zeroes
-        backward = False
+        backward, updates, zeroes = facts.backward, list(self._own_updates(loop)), facts.zeroes
         zeroed = set(facts.zeroed)
         zeroes_modules = facts.zeroes_modules
         opaque = list(facts.opaque)
@@ -413,7 +411,7 @@ class GradNotZeroed(Rule):
             zeroed |= summary.zeroed
             zeroes_modules = zeroes_modules or summary.zeroes_modules
             opaque.extend(summary.opaque)
-        if not updates or not (backward or has_backward(self.ctx, loop.node.body)):
+        if not backward or not updates:
             return False
         if facts.zeroing_sites and not helpers_zero:
             split = self._zeroing_skipped_by_a_fixed_branch(loop)
