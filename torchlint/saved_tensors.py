@@ -45,9 +45,24 @@ class SavedTensorTable:
     def module(self, name: str) -> str | None:
         return self.modules.get(name)
 
+    def certainly_saves(self, name: str) -> bool | None:
+        """True: the op certainly saves a tensor whenever its result requires grad (measured with
+        torch 2.13: ``w * 2`` saves the wrapped scalar too); None: not known.  ``nothing`` only
+        says neither input nor output is saved (dropout still keeps its mask): never a reason to
+        report, so it counts as "not known to save"."""
+        return _certain(self.ops.get(name))
+
+    def module_certainly_saves(self, name: str) -> bool | None:
+        """``certainly_saves`` for the built-in module ``nn.NAME``."""
+        return _certain(self.modules.get(name))
+
     def inplace_effect(self, name: str) -> str | None:
         """What ``nn.NAME(inplace=True)`` / ``F.NAME(..., inplace=True)`` does; None if it takes no ``inplace``."""
         return self.inplace.get(name)
+
+
+def _certain(category: str | None) -> bool | None:
+    return True if category is not None and category != NOTHING else None
 
 
 def _load_toml(data: bytes) -> dict:

@@ -43,7 +43,7 @@ from torchlint.analysis.events import AutogradEvent
 from torchlint.analysis.flow import Flow
 from torchlint.analysis.functions import Functions, _GradReadCollector
 from torchlint.analysis.grad_modes import GradModes
-from torchlint.analysis.loop_graph import LoopGraph, loop_graph
+from torchlint.analysis.loop_graph import LoopGraph, body_graph, loop_graph
 from torchlint.analysis.module_graph import ModuleGraph
 from torchlint.analysis.names import ImportTable, keyword_arg, positional_args
 from torchlint.analysis.project import ProjectClass, ProjectFunction, ProjectImports, ProjectObject
@@ -213,6 +213,11 @@ class Analyzer(Dispatch, Functions, BindingState, ControlFlow, GradModes, Evalua
         """What the first two iterations of ``loop`` backpropagate through (see
         ``analysis/loop_graph.py``); ask when the loop is reached (``visit_For``/``visit_While``)."""
         return loop_graph(self, loop)
+
+    def body_graph(self, body: cst.IndentedBlock) -> LoopGraph | None:
+        """What the backwards of a body that runs once (a function's) go through, in order (see
+        ``analysis/loop_graph.py``); ask when the body is reached."""
+        return body_graph(self, body)
 
     # ------------------------------------------------------------ imports
     def _leave_Import(self, node: cst.Import) -> None:

@@ -15,7 +15,9 @@ import libcst as cst
 from torchlint.analysis import summaries
 from torchlint.analysis import torch_api as api
 from torchlint.analysis.facts import ValueFacts
-from torchlint.analysis.names import dotted_name, keyword_arg, literal_bool, positional_args, through_grad
+from torchlint.analysis.names import (
+    dotted_name, is_basic_indexing, keyword_arg, literal_bool, positional_args, through_grad,
+)
 from torchlint.analysis.values import (
     ASSUMED_TAGS, BACKPROPAGATED, LEAF_ON_A_PATH, LEAF_ON_CPU, MOVED_LEAF_ON_A_PATH, NUMBER, SUBMODULE_ELEMENT, UNKNOWN,
     VIEW_OF_LEAF, Kind, Value, join,
@@ -184,18 +186,7 @@ class Evaluation(ValueFacts):
     def _is_basic_index(self, node: cst.Subscript) -> bool:
         """``t[0]``, ``t[:, 4]``, ``t[..., i]``: indexing by slices and numbers makes a view (a
         tensor or list index makes a copy)."""
-        for element in node.slice:
-            index = element.slice
-            if isinstance(index, cst.Slice):
-                continue
-            value = index.value  # type: ignore[attr-defined]
-            if isinstance(value, cst.UnaryOperation) and isinstance(value.operator, cst.Minus):
-                value = value.expression
-            if isinstance(value, cst.Ellipsis) or (isinstance(value, cst.Name) and value.value == "None"):
-                continue
-            if self.value_of(value).kind is not Kind.NUMBER:
-                return False
-        return True
+        return is_basic_indexing(node, lambda index: self.value_of(index).kind is Kind.NUMBER)
 
     def _value_BinaryOperation(self, node: cst.BinaryOperation) -> Value:
         return self._derived([self.value_of(node.left), self.value_of(node.right)], node)

@@ -420,14 +420,20 @@ def has_backward(ctx: Analyzer, body: cst.CSTNode) -> bool:
 def has_event(ctx: Analyzer, body: cst.CSTNode, kind: EventKind) -> bool:
     """``body`` has an autograd event of ``kind`` (an optimizer step, a backward ...; nested
     functions excluded), as seen from the current point."""
-    found = False
+    return bool(event_calls(ctx, body, kind, first_only=True))
+
+
+def event_calls(ctx: Analyzer, body: cst.CSTNode, kind: EventKind, first_only: bool = False) -> list[cst.Call]:
+    """The calls in ``body`` that are autograd events of ``kind``, in source order (nested
+    functions excluded; only the first with ``first_only``), as seen from the current point."""
+    found: list[cst.Call] = []
 
     class Finder(cst.CSTVisitor):
         def visit_Call(self, node: cst.Call) -> None:
-            nonlocal found
-            if not found:
+            if not (first_only and found):
                 event = ctx.autograd_event(node)
-                found = event is not None and event.kind is kind
+                if event is not None and event.kind is kind:
+                    found.append(node)
 
         def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
             return False

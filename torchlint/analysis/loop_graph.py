@@ -24,13 +24,13 @@ from typing import TYPE_CHECKING
 import libcst as cst
 
 from torchlint.analysis import torch_api as api
-from torchlint.analysis.events import AutogradEvent, EventKind, frees_graph, has_backward
-from torchlint.analysis.names import dotted_expression, dotted_name, keyword_arg
-from torchlint.analysis.scopes import subscript_root, target_keys
+from torchlint.analysis.events import AutogradEvent, EventKind, event_calls, frees_graph, has_backward
+from torchlint.analysis.names import dotted_expression, dotted_name, is_basic_indexing, keyword_arg
+from torchlint.analysis.scopes import parameter_names, subscript_root, target_keys
 from torchlint.analysis.uses import changed_in_place
-from torchlint.analysis.values import Kind
+from torchlint.analysis.values import Kind, Value
 from torchlint.analysis.walk import children
-from torchlint.saved_tensors import NOTHING, saved_tensor_table
+from torchlint.saved_tensors import saved_tensor_table
 
 if TYPE_CHECKING:
     from torchlint.analysis.analyzer import Analyzer
@@ -39,13 +39,7 @@ _MAX_PRELOOP_DEPTH = 4
 
 
 def _op_saves(name: str) -> bool | None:
-    """True: the op certainly saves a tensor whenever its result requires grad; None: not known."""
-    category = saved_tensor_table().op(name)
-    if category is None:
-        return None
-    # "nothing" only says neither input nor output is saved (dropout still keeps its mask):
-    # never a reason to report, so it counts as "not known to save".
-    return True if category != NOTHING else None
+    return saved_tensor_table().certainly_saves(name)
 
 
 @dataclass(frozen=True)
@@ -67,8 +61,12 @@ class _Sym:
     nodes: frozenset[GraphNode] = frozenset()
     items: tuple[_Sym, ...] = ()  # TUPLE
     module: str | None = None  # MODULE: the class name of a built-in torch.nn module
+    # MODULE of a class not known here whose parameters an optimizer of the file trains.
+    trained: bool = False
     # GRAD from a module call: every output of it (``out, (h, c) = lstm(...)``) hangs off its nodes.
     multi_output: bool = False
+    # GRAD from a call of a module of an unknown class: what its items are is not known.
+    opaque: bool = False
 
     def flat(self) -> list[_Sym]:
         if self.kind == TUPLE:
@@ -127,6 +125,19 @@ class LoopGraph:
                 found.append((backward, frozenset(hit)))
         return found
 
+    def freed_earlier_in_iteration(self) -> list[tuple[LoopBackward, frozenset[GraphNode], LoopBackward]]:
+        """Each backward of the first iteration with the nodes it reaches that save tensors and
+        that an earlier backward of the same iteration (without ``retain_graph``, named third)
+        freed: two losses sharing a subgraph, backpropagated one after the other."""
+        found = []
+        for index, backward in enumerate(self.first):
+            for earlier in self.first[:index]:
+                hit = backward.nodes & {node for node in earlier.nodes if node.saves} if earlier.frees else set()
+                if hit:
+                    found.append((backward, frozenset(hit), earlier))
+                    break
+        return found
+
 
 def loop_graph(ctx: Analyzer, loop: cst.For | cst.While) -> LoopGraph | None:
     """The graph of ``loop``, None when there is nothing to follow: grad mode off, no backward
@@ -138,9 +149,18 @@ def loop_graph(ctx: Analyzer, loop: cst.For | cst.While) -> LoopGraph | None:
     return _LoopInterpreter(ctx).graph(loop)
 
 
+def body_graph(ctx: Analyzer, body: cst.IndentedBlock) -> LoopGraph | None:
+    """The graph of a body that runs once (a function's), its backwards in ``first`` in program
+    order; None when there is nothing to follow: grad mode off, fewer than two backwards."""
+    if ctx.grad_mode.statically_disabled or len(event_calls(ctx, body, EventKind.BACKWARD)) < 2:
+        return None
+    return _LoopInterpreter(ctx, runs_once=True).once(body)
+
+
 class _LoopInterpreter:
-    def __init__(self, ctx: Analyzer) -> None:
+    def __init__(self, ctx: Analyzer, runs_once: bool = False) -> None:
         self.ctx = ctx
+        self._runs_once = runs_once  # a body that runs once: ``return``/``raise`` only end it
         self._preloop: dict[str, _Sym] = {}
         self._exprs: dict[int, cst.CSTNode] = {}
         self._assumed_trainable = False
@@ -159,6 +179,11 @@ class _LoopInterpreter:
         except _LoopOnlyOnce:
             return None
         return LoopGraph(first.backwards, second.backwards, self._exprs, self._assumed_trainable)
+
+    def once(self, body: cst.IndentedBlock) -> LoopGraph:
+        run = _Run(1, {})
+        self._block(run, body.body, changed_in_place(self.ctx, body), grad_enabled=True)
+        return LoopGraph(run.backwards, [], self._exprs, self._assumed_trainable)
 
     def _run(self, loop: cst.For | cst.While, iteration: int, entry: dict[str, _Sym], volatile: set[str]) -> _Run:
         run = _Run(iteration, dict(entry))
@@ -219,6 +244,9 @@ class _LoopInterpreter:
         self, run: _Run, small: cst.BaseSmallStatement, line: cst.CSTNode, volatile: set[str], grad: bool
     ) -> None:
         if isinstance(small, (cst.Break, cst.Return, cst.Raise)):
+            if self._runs_once:
+                run.stopped = True
+                return
             raise _LoopOnlyOnce
         if isinstance(small, cst.Continue):
             run.stopped = True
@@ -328,7 +356,7 @@ class _LoopInterpreter:
             return S_NONE if isinstance(expr.operator, cst.Not) else S_UNKNOWN
         if isinstance(expr, cst.Subscript):
             base = self._eval(run, expr.value, volatile, grad)
-            simple = all(_is_basic_index(element.slice) for element in expr.slice)
+            simple = is_basic_indexing(expr)
             for element in expr.slice:
                 self._eval_children(run, element, volatile, grad)
             if base.kind == TUPLE:
@@ -336,7 +364,7 @@ class _LoopInterpreter:
                 if index is None or not -len(base.items) <= index < len(base.items):
                     return S_UNKNOWN
                 return base.items[index]
-            if base.kind == GRAD and base.multi_output:
+            if base.kind == GRAD and (base.multi_output or base.opaque):
                 return S_UNKNOWN  # which output of the module call is unknown
             return self._op([base], expr, _op_saves("__getitem__") if simple else None, grad, run.iteration)
         if isinstance(expr, cst.Call):
@@ -413,7 +441,7 @@ class _LoopInterpreter:
             return None
         if key in run.env:
             value = run.env[key]
-        elif self.ctx.value_of(func).kind is Kind.MODULE:
+        elif self.ctx.value_of(func).kind is Kind.MODULE or self._trained(key):
             value = self._pre(key, volatile, run.depth)
         else:
             return None
@@ -458,15 +486,21 @@ class _LoopInterpreter:
         name = module.module or ""
         if not grad:
             return S_NONE
+        if module.trained:
+            # Its parameters require grad unless the file freezes some, and an op applying a weight
+            # saves what it is applied to (the input, for the weight's gradient).  Whether the
+            # output depends on the input is not known: only the call's own node.
+            self._assumed_trainable = True
+            return _Sym(GRAD, self._op([S_LEAF], call, True, grad, iteration).nodes, opaque=True)
         if name in api.SAVING_PARAMETER_MODULES:
             # Its parameters require grad unless the file freezes some (asked once it is analysed).
             self._assumed_trainable = True
             inputs = [] if name in api.NOT_DIFFERENTIABLE_IN_INPUT_MODULES else args
             result = self._op([S_LEAF, *inputs], call, True, grad, iteration)
             return _Sym(GRAD, result.nodes, multi_output=True)
-        category = saved_tensor_table().module(name)
-        if category is not None and f"torch.nn.{name}" in api.PARAMETERLESS_MODULES:
-            return self._op(args, call, True if category != "nothing" else None, grad, iteration)
+        saves = saved_tensor_table().module_certainly_saves(name)
+        if saves is not None and f"torch.nn.{name}" in api.PARAMETERLESS_MODULES:
+            return self._op(args, call, saves, grad, iteration)
         return S_UNKNOWN
 
     # ------------------------------------------------------------ before the loop
@@ -486,22 +520,41 @@ class _LoopInterpreter:
             result = S_NONE
         elif value.kind is Kind.MODULE and (built := self.ctx.builtin_module(value)) is not None:
             result = _Sym(MODULE, module=built[0])
-        elif value.kind is Kind.NONLEAF and isinstance(value.origin, cst.BaseExpression) and depth < _MAX_PRELOOP_DEPTH:
-            result = self._eval(_Run(0, {}, depth + 1), value.origin, volatile, True)
+        elif value.kind in (Kind.MODULE, Kind.UNKNOWN, Kind.OBJECT) and self._trained(key):
+            result = _Sym(MODULE, trained=True)
+        elif depth < _MAX_PRELOOP_DEPTH and (origin := self._origin(key, value)) is not None:
+            result = self._eval(_Run(0, {}, depth + 1), origin, volatile, True)
             if result.kind != GRAD:
                 result = S_UNKNOWN
         self._preloop[key] = result
         return result
 
+    def _origin(self, key: str, value: Value) -> cst.BaseExpression | None:
+        """The expression that made what ``key`` holds before the loop: a non-leaf's origin, or
+        the one assignment of a name the analysis knows nothing about but that went through a
+        module's forward with grad enabled (``out = G(x)``, G of a class it cannot see; bound once
+        in the function, so that is its value; not under ``no_grad``, not detached)."""
+        if value.kind is Kind.NONLEAF:
+            return value.origin if isinstance(value.origin, cst.BaseExpression) else None
+        graph = self.ctx.module_graph
+        if value.kind is not Kind.UNKNOWN or "." in key or graph is None:
+            return None
+        if not graph.forwards_of(dotted_expression(key)):
+            return None
+        function = self.ctx.function
+        if function is not None and key in parameter_names(function.node):
+            return None
+        site = self.ctx.scope_bindings().of(key).single_assignment()
+        return site.value if site is not None else None
 
-def _is_basic_index(node: cst.BaseSlice) -> bool:
-    """Slices, integer literals, None and ``...``: indexing that saves no index tensor."""
-    if isinstance(node, cst.Slice):
-        return True
-    value = node.value if isinstance(node, cst.Index) else None
-    if isinstance(value, cst.UnaryOperation) and isinstance(value.operator, cst.Minus):
-        value = value.expression
-    return isinstance(value, (cst.Integer, cst.Ellipsis)) or (isinstance(value, cst.Name) and value.value == "None")
+    def _trained(self, key: str) -> bool:
+        """An optimizer built in the file updates the module ``key`` holds (or one it is part of).
+        Keys are names: a parameter of the function may hold another module than the optimizer's."""
+        graph = self.ctx.module_graph
+        function = self.ctx.function
+        if graph is None or (function is not None and key in parameter_names(function.node)):
+            return False
+        return any(key == trained or key.startswith(trained + ".") for trained in graph.optimized_keys)
 
 
 def _literal_index(expr: cst.Subscript) -> int | None:

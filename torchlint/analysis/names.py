@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import libcst as cst
 
 from torchlint.analysis.torch_api import CANONICAL
@@ -203,3 +205,23 @@ def _pair_up(
         _pair_up(target.value, None, pairs)  # type: ignore[attr-defined]
     else:
         pairs.append((target, value))
+
+
+def is_basic_indexing(node: cst.Subscript, is_number: Callable[[cst.BaseExpression], bool] | None = None) -> bool:
+    """``y[0]``, ``y[-1]``, ``y[1:3]``, ``y[:, 0]``, ``y[None]``, ``y[...]``: a view that shares
+    ``y``'s version counter and saves no index tensor (a tensor or list index copies).  Measured
+    with torch 2.13: a negative integer makes a view too.  Indices other than integer literals
+    count when ``is_number`` says they hold a number (``y[i]``)."""
+    for element in node.slice:
+        index = element.slice
+        if type(index) is cst.Slice:
+            continue
+        value = index.value  # type: ignore[attr-defined]
+        if type(value) is cst.UnaryOperation and type(value.operator) is cst.Minus:
+            value = value.expression
+        kind = type(value)
+        if kind is cst.Integer or kind is cst.Ellipsis or (kind is cst.Name and value.value == "None"):
+            continue
+        if is_number is None or not is_number(value):
+            return False
+    return True

@@ -296,6 +296,11 @@ class BindingTable:
         # Keys made a leaf (or cut from the graph) in place here: ``x.requires_grad = ...``,
         # ``x.requires_grad_(...)``, ``x.detach_()`` (nested functions included).
         self.made_leaf: frozenset[str] = frozenset(collector.made_leaf)
+        # Keys bound to a new object here: targets of ``=``, ``:=``, an annotated assignment with
+        # a value and ``with ... as`` (not ``+=``, which updates, nor ``h[0] = ...``, nor loop targets).
+        self.rebound: frozenset[str] = frozenset(collector.rebound)
+        # Keys bound by the targets of the ``for`` loops here (nested loops included).
+        self.loop_targets: frozenset[str] = frozenset(collector.loop_targets)
 
     def of(self, name: str) -> Bindings:
         sites = self._sites.get(name)
@@ -312,6 +317,8 @@ class BindingCollector(cst.CSTVisitor):
         self.declared: set[str] = set()
         self.keys: set[str] = set()
         self.made_leaf: set[str] = set()
+        self.rebound: set[str] = set()
+        self.loop_targets: set[str] = set()
         self._depth = 0  # nested function/class/lambda/comprehension depth
         self._function_depth = 0  # nested function/class/lambda depth (``:=`` binds outside comprehensions)
 
@@ -328,6 +335,12 @@ class BindingCollector(cst.CSTVisitor):
         """``target``'s names at ``site``, and the keys it changes."""
         self._bind(target, site)
         self.keys.update(target_keys(target))
+
+    def _rebind(self, target: cst.BaseExpression) -> None:
+        if type(target) is cst.Name:
+            self.rebound.add(target.value)  # (most targets: no set built)
+        else:
+            self.rebound.update(target_keys(target, containers=False))
 
     def _nested(self, node: cst.CSTNode) -> bool:
         if self._depth == 0 and isinstance(node, (cst.FunctionDef, cst.ClassDef)):
@@ -360,6 +373,7 @@ class BindingCollector(cst.CSTVisitor):
         for target in node.targets:
             if self._depth == 0:
                 self._bind_all(target.target, node)
+                self._rebind(target.target)
             if isinstance(target.target, cst.Attribute) and target.target.attr.value == "requires_grad":
                 self._made_leaf(target.target.value)
 
@@ -367,17 +381,24 @@ class BindingCollector(cst.CSTVisitor):
         if self._depth == 0:
             if node.value is not None:
                 self._bind(node.target, node)
+                self._rebind(node.target)
             self.keys.update(target_keys(node.target))
 
     def _binds_its_target(self, node: cst.AugAssign | cst.For | cst.Del) -> None:
         if self._depth == 0:
             self._bind_all(node.target, node)
 
-    visit_AugAssign = visit_For = visit_Del = _binds_its_target
+    visit_AugAssign = visit_Del = _binds_its_target
+
+    def visit_For(self, node: cst.For) -> None:
+        if self._depth == 0:
+            self._bind_all(node.target, node)
+            self.loop_targets.update(target_keys(node.target, containers=False))
 
     def visit_WithItem(self, node: cst.WithItem) -> None:
         if self._depth == 0 and node.asname is not None:
             self._bind_all(node.asname.name, node)
+            self._rebind(node.asname.name)
 
     def visit_ExceptHandler(self, node: cst.ExceptHandler) -> None:
         if self._depth == 0 and node.name is not None:
@@ -386,6 +407,7 @@ class BindingCollector(cst.CSTVisitor):
     def visit_NamedExpr(self, node: cst.NamedExpr) -> None:
         if self._function_depth == 0:  # binds in the enclosing function even inside a comprehension
             self._bind_all(node.target, node)
+            self._rebind(node.target)
 
     def visit_ImportAlias(self, node: cst.ImportAlias) -> None:
         if self._depth == 0:
@@ -413,17 +435,18 @@ class BindingCollector(cst.CSTVisitor):
             self.made_leaf.add(key)
 
 
-def target_keys(target: cst.BaseExpression) -> set[str]:
+def target_keys(target: cst.BaseExpression, containers: bool = True) -> set[str]:
     """The keys an assignment to ``target`` changes: ``h`` and ``self.h`` for those targets, the
-    container ``h`` for ``h[0]`` (changed in place), each element's for a tuple target."""
+    container ``h`` for ``h[0]`` (changed in place; left out without ``containers``), each
+    element's for a tuple target."""
     if isinstance(target, (cst.Tuple, cst.List)):
-        return {key for element in target.elements for key in target_keys(element.value)}
+        return {key for element in target.elements for key in target_keys(element.value, containers)}
     if isinstance(target, cst.StarredElement):
-        return target_keys(target.value)
+        return target_keys(target.value, containers)
     key = dotted_name(target)
     if key is not None:
         return {key}
-    root = subscript_root(target)
+    root = subscript_root(target) if containers else None
     return {root} if root else set()
 
 

@@ -24,7 +24,7 @@ import libcst as cst
 
 from torchlint.analysis import torch_api as api
 from torchlint.analysis.module_graph import value_children
-from torchlint.analysis.names import dotted_name
+from torchlint.analysis.names import dotted_name, is_basic_indexing
 from torchlint.analysis.values import Kind
 from torchlint.analysis.walk import node_types_under
 
@@ -40,20 +40,6 @@ _WITHOUT_DEPS = node_types_under(cst.Name, cst.BaseNumber, cst.BaseString, cst.L
 _OP_RESULTS = node_types_under(cst.Call, cst.BinaryOperation, cst.UnaryOperation)
 # Kinds that are never tensors: no version counter to bump.
 _NOT_TENSORS = frozenset({Kind.NUMBER, Kind.COLLECTION, Kind.MODULE, Kind.OPTIMIZER, Kind.OBJECT})
-
-
-def is_basic_indexing(node: cst.Subscript) -> bool:
-    """``y[0]``, ``y[1:3]``, ``y[:, 0]``: a view (advanced indexing with tensors copies)."""
-    for element in node.slice:
-        index = element.slice
-        if isinstance(index, cst.Slice):
-            continue
-        if isinstance(index, cst.Index) and isinstance(index.value, (cst.Integer, cst.Ellipsis)):
-            continue
-        if isinstance(index, cst.Index) and isinstance(index.value, cst.Name) and index.value.value == "None":
-            continue
-        return False
-    return True
 
 
 class TensorIdentities:

@@ -106,9 +106,6 @@ class _Facts:
     resets: list[frozenset[str] | None] = field(default_factory=list)
     helpers: list[FunctionInfo] = field(default_factory=list)
     opaque: list[_OpaqueCall] = field(default_factory=list)
-    # Keys bound by assignment in the body, and names bound by loops nested in it.
-    bound: set[str] = field(default_factory=set)
-    nested_targets: set[str] = field(default_factory=set)
     # For a function: backward/updates that are not inside one of its own loops.
     backward_outside_loops: bool = False
     updates_outside_loops: list[_Update] = field(default_factory=list)
@@ -165,11 +162,6 @@ class GradNotZeroed(Rule):
         loop = _Loop(node, parent)
         self._loops[id(node)] = loop
         self._order.append(loop)
-        if isinstance(node, cst.For):
-            targets = _bound_names(node.target)
-            for loop_node in self.ctx.loops:
-                if id(loop_node) in self._loops:
-                    self._loops[id(loop_node)].facts.nested_targets |= targets
 
     def visit_For(self, node: cst.For) -> None:
         self._enter_loop(node)
@@ -178,12 +170,19 @@ class GradNotZeroed(Rule):
         self._enter_loop(node)
 
     def _record_backward(self, call: cst.Call) -> None:
+        # (Recorded as the walk meets them: scanning each loop body again for its backwards
+        # costs more than the whole rule.)
         self._backwards.append(call)
         for facts in self._enclosing():
             facts.backward = True
         function = self._function_facts()
         if function is not None and not self.ctx.loops:
             function.backward_outside_loops = True
+
+    def _backwards_in(self, loop: _Loop) -> list[cst.Call]:
+        """The backward() calls (any spelling) of one iteration of ``loop``."""
+        flow = self.ctx.flow(loop.node)
+        return [call for call in self._backwards if flow.contains(call)]
 
     def _record_update(self, update: _Update) -> None:
         loops = frozenset(id(loop) for loop in self.ctx.loops if self.ctx.runs_every_iteration(loop))
@@ -313,13 +312,6 @@ class GradNotZeroed(Rule):
             return
         if through_grad(target):
             self._record_zeroing()
-            return
-        if not self.ctx.loops:
-            return
-        names = _bound_names(target)
-        for loop_node in self.ctx.loops:
-            if id(loop_node) in self._loops:
-                self._loops[id(loop_node)].facts.bound |= names
 
     def visit_Del(self, node: cst.Del) -> None:
         targets = node.target.elements if isinstance(node.target, (cst.Tuple, cst.List)) else [node.target]
@@ -396,7 +388,9 @@ class GradNotZeroed(Rule):
 
     def _own_updates(self, loop: _Loop) -> list[_Update]:
         """Updates in the loop body of something that is not re-created in each iteration."""
-        bound = loop.facts.bound
+        if not loop.facts.updates:
+            return []  # (most loops: their body's binding table is not needed)
+        bound = self.ctx.binding_table(loop.node.body).rebound
         return [u for u in loop.facts.updates if u.key not in bound and u.root not in bound]
 
     def _fails(self, loop: _Loop) -> bool:
@@ -458,7 +452,7 @@ class GradNotZeroed(Rule):
         sites = [u.site for u in self._own_updates(loop)]
         if sites and all(site is not None and flow.contains(site) for site in sites) and any(
             all(flow.between(node, backward, site) for site in sites)  # type: ignore[arg-type]
-            for backward in self._backwards if flow.contains(backward)
+            for backward in self._backwards_in(loop)
         ):
             return True
         if call.roots & optimizer_roots:
@@ -483,7 +477,7 @@ class GradNotZeroed(Rule):
         ``if args.amp: optimizer.zero_grad(); ... else: losses.backward(); optimizer.step()``).
         A test that may change between iterations (``if i % k == 0``) is accumulation by design."""
         flow = self.ctx.flow(loop.node)
-        backwards = [call for call in self._backwards if flow.contains(call)]
+        backwards = self._backwards_in(loop)
         for update in self._own_updates(loop):
             site = update.site
             if site is None or not flow.contains(site):
@@ -570,7 +564,8 @@ class GradNotZeroed(Rule):
         if key is None or not isinstance(body, cst.IndentedBlock) or not body.body:
             return None
         root = key.split(".")[0]
-        if root in loop.facts.bound or root in loop.facts.nested_targets:
+        bindings = self.ctx.binding_table(body)
+        if root in bindings.rebound or root in bindings.loop_targets:
             return None  # the optimizer is not known at the top of the body
         call = cst.parse_expression(f"{key}.zero_grad()")
         line = cst.SimpleStatementLine(body=[cst.Expr(call)])
@@ -588,7 +583,7 @@ class GradNotZeroed(Rule):
         replacements = []
         flow = self.ctx.flow(loop.node)
         reads = gradient_reads(loop.node.body)
-        backwards = [call for call in self._backwards if flow.contains(call)]
+        backwards = self._backwards_in(loop)
         reset: list[str] = []
         for update in updates:
             line = update.line
@@ -614,18 +609,6 @@ class GradNotZeroed(Rule):
 
     def _reset_statement(self, owner: str) -> str:
         return f"{owner}.grad.zero_()\n" if self._zeroes_in_place() else f"{owner}.grad = None\n"
-
-
-def _bound_names(target: cst.BaseExpression) -> set[str]:
-    if isinstance(target, (cst.Tuple, cst.List)):
-        names: set[str] = set()
-        for element in target.elements:
-            names |= _bound_names(element.value)
-        return names
-    if isinstance(target, cst.StarredElement):
-        return _bound_names(target.value)
-    key = dotted_name(target)
-    return {key} if key is not None else set()
 
 
 def _unsafe_to_reset(
