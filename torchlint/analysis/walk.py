@@ -115,7 +115,7 @@ def walk(
     ``attribute_types``: the only node types whose attribute callbacks the
     visitor acts on (None: all).
     """
-    Walker(_VisitorHooks(visitor, skip_trivia, attribute_types)).walk(node)
+    Walker(_VisitorHooks(visitor, skip_trivia, attribute_types)).walk_once(node)
 
 
 _NODE_TYPES: dict[type, bool] = {}
@@ -364,11 +364,30 @@ class Walker:
                 if after is not None:
                     after(node)
 
+        def close() -> None:
+            nonlocal visit, visit_fields, plan_for
+            visit = visit_fields = plan_for = None  # type: ignore[assignment]
+
         self._visit = visit
+        self._close = close
 
     def walk(self, node: cst.CSTNode) -> None:
         if type(node) not in self._inert:
             self._visit(node)
+
+    def walk_once(self, node: cst.CSTNode) -> None:
+        """``walk``, then ``close``: for a walker made for one walk."""
+        try:
+            self.walk(node)
+        finally:
+            self.close()
+
+    def close(self) -> None:
+        """Break the reference cycles of the walker's recursive closures (the walker cannot walk
+        again): the walker, and what its callbacks hold, are freed as soon as it is dropped, not
+        at the garbage collector's next run (which would first scan them)."""
+        self._close()
+        self._visit = self._close = None  # type: ignore[assignment]
 
     def _plan(self, cls: type) -> _Plan:
         hooks = self._hooks.get(cls)
@@ -483,7 +502,7 @@ def scan(node: cst.CSTNode, visitor: cst.CSTVisitor) -> None:
     if methods is None:
         walk(node, visitor)
         return
-    Walker(_ScanHooks(visitor, methods), handled=methods.handled).walk(node)
+    Walker(_ScanHooks(visitor, methods), handled=methods.handled).walk_once(node)
 
 
 class _ScanMethods(NamedTuple):
