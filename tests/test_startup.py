@@ -110,3 +110,22 @@ def test_a_rule_module_must_be_named_after_its_code(tmp_path: Path, monkeypatch:
         sys.modules.pop("torchlint.rules.tl998_misnamed", None)
         for cached in discovery:
             cached.cache_clear()
+
+
+def test_a_cold_run_keeps_the_imported_modules_out_of_garbage_collections(tmp_path: Path) -> None:
+    """After the rules (and libcst) are imported, what is alive is frozen (``gc.freeze``): no
+    collection scans it again, nor do the collections at exit.  A warm run freezes nothing."""
+    (tmp_path / "train.py").write_text(BAD)
+    code = (
+        "import gc, sys\n"
+        "from torchlint.cli import main\n"
+        "main(sys.argv[1:])\n"
+        "sys.stderr.write(f'\\nFROZEN:{gc.get_freeze_count()}\\n')\n"
+    )
+    args = ("--isolated", "--cache-dir", str(tmp_path / "cache"), "-q", ".")
+    frozen = []
+    for _ in ("cold", "warm"):
+        result = subprocess.run([sys.executable, "-c", code, *args], cwd=tmp_path, capture_output=True, text=True)
+        frozen.append(int(result.stderr.rpartition("\nFROZEN:")[2]))
+    cold, warm = frozen
+    assert cold > 10_000 and warm == 0

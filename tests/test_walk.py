@@ -4,7 +4,9 @@ can fire (judged from libcst's field annotations, checked here against real tree
 
 from __future__ import annotations
 
+import gc
 import typing
+import weakref
 from pathlib import Path
 
 import libcst as cst
@@ -163,6 +165,48 @@ def test_scan_falls_back_for_visitors_it_cannot_type(tmp_path: Path) -> None:
 
     scan(module, Everything())
     assert {"Comment", "Comma", "Name", "Call", "SimpleWhitespace"} <= set(seen)
+
+
+class _NameCounter(cst.CSTVisitor):
+    def __init__(self) -> None:
+        self.names = 0
+
+    def visit_Name(self, node: cst.Name) -> None:
+        self.names += 1
+
+
+class _EveryNode(cst.CSTVisitor):
+    def on_visit(self, node: cst.CSTNode) -> bool:
+        return True
+
+
+@pytest.mark.parametrize("visitor_class", [_NameCounter, _EveryNode])
+def test_a_scan_leaves_no_garbage_cycle(visitor_class: type[cst.CSTVisitor]) -> None:
+    """The walker of one scan is freed, with its visitor, when the scan returns: nothing is left
+    for the garbage collector (which would scan it, and the tree, first)."""
+    module = cst.parse_module("def f(a):\n    return g(a, b=[c for c in a])\n")
+    scan(module, visitor_class())  # the first scan of a class works out its plans
+    visitor = visitor_class()
+    gone = weakref.ref(visitor)
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        scan(module, visitor)
+        del visitor
+        assert gone() is None
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def test_walkers_with_the_same_callback_types_keep_their_own_callbacks() -> None:
+    """Walkers share the plans of node types without callbacks, never the callbacks."""
+    module = cst.parse_module("x = f(a)\n")
+    calls: list[str] = []
+    for label in ("first", "second"):
+        hooks = {cst.Call: NodeHooks(enter=lambda node, label=label: calls.append(label))}
+        Walker(hooks).walk(module)
+    assert calls == ["first", "second"]
 
 
 @pytest.mark.parametrize("name", NAMES)

@@ -115,7 +115,7 @@ def walk(
     ``attribute_types``: the only node types whose attribute callbacks the
     visitor acts on (None: all).
     """
-    Walker(_VisitorHooks(visitor, skip_trivia, attribute_types)).walk(node)
+    Walker(_VisitorHooks(visitor, skip_trivia, attribute_types)).walk_once(node)
 
 
 _NODE_TYPES: dict[type, bool] = {}
@@ -284,6 +284,13 @@ _Plan = tuple[
 ]
 
 
+@functools.lru_cache(maxsize=256)
+def _plans_without_callbacks(handled: frozenset[type]) -> dict[type, _Plan]:
+    """The plans (filled in by walkers as they meet the types) of the node types without
+    callbacks, for walkers whose callback types are ``handled``."""
+    return {}
+
+
 class Walker:
     """Walks trees calling ``hooks[type(node)]`` (see ``NodeHooks``), exactly the
     callbacks a ``CSTVisitor`` with those methods would get from ``node.visit``."""
@@ -292,9 +299,14 @@ class Walker:
         """``handled``: ``frozenset(hooks)``, if the caller has it at hand."""
         self._hooks = hooks
         # Types to step over: nothing to call in their subtrees.  Also values that are no node.
-        inert = self._inert = inert_types(frozenset(hooks) if handled is None else handled)
+        handled = frozenset(hooks) if handled is None else handled
+        inert = self._inert = inert_types(handled)
         skipped = _skipped(inert)
-        plans: dict[type, _Plan] = {}
+        # The plans of types without callbacks, shared by the walkers of these callback types
+        # (a rule's finder scans many small bodies: each walker would work them out again).
+        self._shared_plans = _plans_without_callbacks(handled)
+        self._handled = handled
+        plans: dict[type, _Plan] = dict(self._shared_plans)
         sequences = (tuple, list)
         plan_for = self._plan
 
@@ -352,16 +364,38 @@ class Walker:
                 if after is not None:
                     after(node)
 
+        def close() -> None:
+            nonlocal visit, visit_fields, plan_for
+            visit = visit_fields = plan_for = None  # type: ignore[assignment]
+
         self._visit = visit
+        self._close = close
 
     def walk(self, node: cst.CSTNode) -> None:
         if type(node) not in self._inert:
             self._visit(node)
 
+    def walk_once(self, node: cst.CSTNode) -> None:
+        """``walk``, then ``close``: for a walker made for one walk."""
+        try:
+            self.walk(node)
+        finally:
+            self.close()
+
+    def close(self) -> None:
+        """Break the reference cycles of the walker's recursive closures (the walker cannot walk
+        again): the walker, and what its callbacks hold, are freed as soon as it is dropped, not
+        at the garbage collector's next run (which would first scan them)."""
+        self._close()
+        self._visit = self._close = None  # type: ignore[assignment]
+
     def _plan(self, cls: type) -> _Plan:
         hooks = self._hooks.get(cls)
         if hooks is None:
-            return _plain_plan(cls, self._inert)
+            plan = _plain_plan(cls, self._inert)
+            if cls not in self._handled:
+                self._shared_plans[cls] = plan
+            return plan
         if hooks.attributes:
             fields = tuple(
                 (name, *hooks.attributes.get(name, (None, None))) for name in visited_fields(cls)
@@ -464,15 +498,55 @@ _CST_VISITOR_MRO = frozenset(cst.CSTVisitor.__mro__)
 
 def scan(node: cst.CSTNode, visitor: cst.CSTVisitor) -> None:
     """``node.visit(visitor)`` for a read-only ``CSTVisitor``, faster (see ``Walker``)."""
-    methods = callback_methods(type(visitor))
+    methods = _scan_methods(type(visitor))
     if methods is None:
         walk(node, visitor)
         return
-    hooks = {
-        node_type: NodeHooks(
-            enter=getattr(visitor, visit) if visit else None,
-            exit=getattr(visitor, leave) if leave else None,
-        )
-        for node_type, visit, leave in methods
-    }
-    Walker(hooks).walk(node)
+    Walker(_ScanHooks(visitor, methods), handled=methods.handled).walk_once(node)
+
+
+class _ScanMethods(NamedTuple):
+    """A visitor class's ``callback_methods``: node class -> (visit_ name, leave_ name)."""
+
+    names: dict[type, tuple[str | None, str | None]]
+    handled: frozenset[type]
+
+
+_SCAN_METHODS: dict[type, _ScanMethods | None] = {}
+
+
+def _scan_methods(cls: type) -> _ScanMethods | None:
+    known = _SCAN_METHODS.get(cls, False)
+    if known is not False:
+        return known  # type: ignore[return-value]
+    methods = callback_methods(cls)
+    found = None
+    if methods is not None:
+        names = {node_type: (visit, leave) for node_type, visit, leave in methods}
+        found = _ScanMethods(names, frozenset(names))
+    if "<locals>" not in cls.__qualname__:  # as in ``callback_methods``
+        _SCAN_METHODS[cls] = found
+    return found
+
+
+class _ScanHooks(Mapping[type, NodeHooks]):
+    """A visitor's methods as ``NodeHooks``, bound when the walk first meets the node type
+    (scans are many and small: binding every method up front cost more than the walk)."""
+
+    def __init__(self, visitor: cst.CSTVisitor, methods: _ScanMethods) -> None:
+        self._visitor = visitor
+        self._names = methods.names
+
+    def __getitem__(self, node_type: type) -> NodeHooks:
+        visit, leave = self._names[node_type]
+        visitor = self._visitor
+        return NodeHooks(enter=getattr(visitor, visit) if visit else None, exit=getattr(visitor, leave) if leave else None)
+
+    def get(self, node_type: type, default: NodeHooks | None = None) -> NodeHooks | None:  # type: ignore[override]
+        return self[node_type] if node_type in self._names else default
+
+    def __iter__(self) -> Iterator[type]:
+        return iter(self._names)
+
+    def __len__(self) -> int:
+        return len(self._names)

@@ -14,6 +14,8 @@ from torchlint.analysis.uses import Sink
 from torchlint.analysis.walk import scan, subtree
 from torchlint.rule import Fix, FixSafety, FixStyle, Rule
 
+# How an assignment updates a leaf in place: (in-place method, its arguments, augmented operator).
+_UpdateForm = tuple[str, list[cst.Arg], "cst.BaseAugOp | None"]
 
 
 class RebindUpdate(Rule):
@@ -25,7 +27,8 @@ class RebindUpdate(Rule):
 
     def visit_Assign(self, node: cst.Assign) -> None:
         pairs = assigned_pairs([t.target for t in node.targets], node.value)
-        updates: list[fixes.InplaceUpdate | cst.Assign] = []
+        # (target, value, update form or None: a plain assignment kept as it is), in order.
+        forms: list[tuple[cst.BaseExpression, cst.BaseExpression, _UpdateForm | None]] = []
         updated: list[str] = []
         for target, value in pairs:
             key = dotted_name(target)
@@ -34,16 +37,21 @@ class RebindUpdate(Rule):
                 update = self._update_form(value, key)
             if update is None:
                 if value is not None:
-                    updates.append(cst.Assign(targets=[cst.AssignTarget(target)], value=value))
+                    forms.append((target, value, None))
                 continue
             assert key is not None
             updated.append(key)
-            method, args, aug_op = update
-            updates.append(fixes.InplaceUpdate(target, method, args, aug_op))
+            forms.append((target, value, update))
         if not updated:
             if len(pairs) == 1 and pairs[0][1] is not None:
                 self._check_parameter_rebinding(node, *pairs[0])  # type: ignore[arg-type]
             return
+        # The fix's statements only now: most assignments update nothing.
+        updates: list[fixes.InplaceUpdate | cst.Assign] = [
+            fixes.InplaceUpdate(target, *update) if update is not None
+            else cst.Assign(targets=[cst.AssignTarget(target)], value=value)
+            for target, value, update in forms
+        ]
         fix = None
         if self._separable(pairs, node):
             fix = fixes.inplace_updates(
@@ -221,7 +229,7 @@ class RebindUpdate(Rule):
 
     def _update_form(
         self, value: cst.BaseExpression, key: str
-    ) -> tuple[str, list[cst.Arg], cst.BaseAugOp | None] | None:
+    ) -> _UpdateForm | None:
         """(in-place method, its arguments, augmented operator) if ``value`` updates ``key`` from a gradient."""
         if not self.ctx.mentions_gradient(value):
             return None
