@@ -37,6 +37,7 @@ _CALL_SITE_KINDS = frozenset({Kind.LEAF, Kind.NONLEAF, Kind.PLAIN, Kind.MODULE, 
 _NEVER_CALL_THEIR_ARGUMENTS = frozenset({"super", "isinstance", "issubclass", "type", "id", "hasattr", "getattr"})
 
 _WORD = re.compile(r"\w")
+_SUPER_INIT = re.compile(r"\bsuper\s*\([^()]*\)\s*\.\s*__init__\s*\(")
 
 
 def _count_after_non_word(pattern: str, source: str, after_dot: bool = True) -> int:
@@ -245,11 +246,15 @@ class Functions:
         ``Cls(...)`` too (its ``class Cls(...)`` line aside)."""
         count = self._call_site_count(info.name, info.cls is not None)
         if info.name == "__init__" and info.cls is not None:
-            count += self._call_site_count(info.cls.name, False) - self._class_lines(info.cls.name)
+            name = re.escape(info.cls.name)
+            if re.search(rf"^[ \t]*class\s+\w+\s*\([^)]*\b{name}\b", self.source, re.MULTILINE):
+                return -1  # a subclass runs it through `super().__init__(...)`, unresolved
+            # `Cls(...)` (not its `class Cls(` line); the file's `super().__init__()` calls are
+            # other classes' (none derives from this one).
+            count += self._call_site_count(info.cls.name, False)
+            count -= _count_after_non_word(rf"class\s+{name}\s*\(", self.source)
+            count -= len(_SUPER_INIT.findall(self.source))
         return count
-
-    def _class_lines(self, name: str) -> int:
-        return _count_after_non_word(rf"class\s+{re.escape(name)}\s*\(", self.source)
 
     def _defaults_no_site_passes(self, info: FunctionInfo, sites: list[dict[str, Value]]) -> dict[str, Value]:
         """Parameter -> its default's value, for a parameter no call site in the file passes
