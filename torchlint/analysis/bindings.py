@@ -12,7 +12,7 @@ import libcst as cst
 
 from torchlint.analysis import torch_api as api
 from torchlint.analysis.events import EventKind
-from torchlint.analysis.names import dotted_expression, dotted_name, literal_bool
+from torchlint.analysis.names import dotted_expression, dotted_name, literal_bool, self_attribute
 from torchlint.analysis.scopes import BindingCollector, Bindings, BindingTable, parameter_names
 from torchlint.analysis.values import BACKPROPAGATED, LEAF_ON_CPU, NUMBER, SUBMODULE_ELEMENT, UNKNOWN, Kind, Value
 from torchlint.analysis.walk import scan, subtree
@@ -27,6 +27,7 @@ _CALLING_TYPES = frozenset({cst.Call, cst.Await, cst.Yield, cst.NamedExpr})
 
 # Tags of a module known only from the module-only methods called on it; of an unknown parameter.
 _USED_AS_MODULE = frozenset({"used-as-module"})
+_UNPACKED_OUTPUT = frozenset({"unpacked-output"})
 _PARAMETER_TAGS = frozenset({"param"})
 
 
@@ -102,6 +103,10 @@ class BindingState:
                     self._bind_target(sub_target, item, None)
             else:
                 element = value.element if value.kind is Kind.COLLECTION and value.element else UNKNOWN
+                if value.kind is Kind.NONLEAF and "model-output" in value.tags:
+                    # `edges_logits, nodes_logits = self.G(z)`: the parts of a module's output in
+                    # grad mode carry its graph (what each part is stays unknown).
+                    element = Value(Kind.NONLEAF, value.origin, tags=_UNPACKED_OUTPUT)
                 for sub_target in elements:
                     self._bind_target(sub_target, element, None)
             return
@@ -241,7 +246,13 @@ class BindingState:
             return
         known = self.value_of_key(key)
         if known.kind is Kind.UNKNOWN and known.cls is None and known.tags <= _PARAMETER_TAGS:
-            self.scope.refine(key, known, Value(Kind.MODULE, known.origin, tags=known.tags | _USED_AS_MODULE))
+            better = Value(Kind.MODULE, known.origin, tags=known.tags | _USED_AS_MODULE)
+            self.scope.refine(key, known, better)
+            function, attr = self.scope.function, self_attribute(key)
+            if function is not None and function.cls is not None and attr is not None and self._summarising is None:
+                # `self.G = Generator(...)` then `Adam(self.G.parameters())` in `build_model`: the
+                # other methods read a module from the class too.
+                function.cls.refine_attr(attr, known, better)
 
     def _note_added_layer(self, node: cst.Call, func: cst.Attribute, position: int) -> None:
         """``model.add_module("softmax", nn.Softmax())`` on an ``nn.Sequential``: its output is
