@@ -27,7 +27,6 @@ _CALLING_TYPES = frozenset({cst.Call, cst.Await, cst.Yield, cst.NamedExpr})
 
 # Tags of a module known only from the module-only methods called on it; of an unknown parameter.
 _USED_AS_MODULE = frozenset({"used-as-module"})
-_UNPACKED_OUTPUT = frozenset({"unpacked-output"})
 _PARAMETER_TAGS = frozenset({"param"})
 
 
@@ -103,10 +102,6 @@ class BindingState:
                     self._bind_target(sub_target, item, None)
             else:
                 element = value.element if value.kind is Kind.COLLECTION and value.element else UNKNOWN
-                if value.kind is Kind.NONLEAF and "model-output" in value.tags:
-                    # `edges_logits, nodes_logits = self.G(z)`: the parts of a module's output in
-                    # grad mode carry its graph (what each part is stays unknown).
-                    element = Value(Kind.NONLEAF, value.origin, tags=_UNPACKED_OUTPUT)
                 for sub_target in elements:
                     self._bind_target(sub_target, element, None)
             return
