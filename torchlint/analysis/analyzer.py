@@ -125,6 +125,8 @@ class Analyzer(Dispatch, Functions, BindingState, ControlFlow, GradModes, Evalua
         self._call_site_values: CallSiteValues | None = None  # see ``value_given_call_sites``
         # id(parameter) -> (it, its function), for parameters with a call as default left unknown.
         self._defaulted_params: dict[int, tuple[cst.Param, FunctionInfo]] = {}
+        # The module's top-level functions by name, for calls before their `def` (functions.py).
+        self._top_level_defs: dict[str, cst.FunctionDef] | None = None
         self._init_facts()
 
     # ------------------------------------------------------------------ rules

@@ -245,16 +245,24 @@ class Functions:
         """How many calls of ``info`` the source spells; a class's ``__init__`` is called as
         ``Cls(...)`` too (its ``class Cls(...)`` line aside)."""
         count = self._call_site_count(info.name, info.cls is not None)
-        if info.name == "__init__" and info.cls is not None:
+        if info.name != "__init__" or info.cls is None:
+            return count
+        counts = self._call_counts
+        assert counts is not None  # (filled by the count above)
+        key = f"class {info.cls.name}"  # (no name has a space)
+        if key not in counts:
             name = re.escape(info.cls.name)
             if re.search(rf"^[ \t]*class\s+\w+\s*\([^)]*\b{name}\b", self.source, re.MULTILINE):
-                return -1  # a subclass runs it through `super().__init__(...)`, unresolved
-            # `Cls(...)` (not its `class Cls(` line); the file's `super().__init__()` calls are
-            # other classes' (none derives from this one).
-            count += self._call_site_count(info.cls.name, False)
-            count -= _count_after_non_word(rf"class\s+{name}\s*\(", self.source)
-            count -= len(_SUPER_INIT.findall(self.source))
-        return count
+                counts[key] = -1 - count  # a subclass runs it through `super().__init__()`, unresolved
+            else:
+                # `Cls(...)` (not its `class Cls(` line); the file's `super().__init__()` calls are
+                # other classes' (none derives from this one).
+                counts[key] = (
+                    self._call_site_count(info.cls.name, False)
+                    - _count_after_non_word(rf"class\s+{name}\s*\(", self.source)
+                    - len(_SUPER_INIT.findall(self.source))
+                )
+        return count + counts[key]
 
     def _defaults_no_site_passes(self, info: FunctionInfo, sites: list[dict[str, Value]]) -> dict[str, Value]:
         """Parameter -> its default's value, for a parameter no call site in the file passes
@@ -350,6 +358,7 @@ class Functions:
         helper._project_makers = caller._project_makers
         helper._project_forwards = caller._project_forwards
         helper._defaulted_params = caller._defaulted_params
+        helper._top_level_defs = caller._top_level_defs
         return helper
 
     def summarise(self, info: FunctionInfo, passed: dict[str, Value]) -> Value:
@@ -401,7 +410,12 @@ class Functions:
             if found is not None:
                 return found
             cls = self.scope.find_class(func.value)
-            return cls.method("__init__") if cls is not None else self._later_function(func.value)
+            if cls is not None:
+                return cls.method("__init__")
+            defs = self._top_level_defs
+            if defs is None:
+                defs = self._top_level_defs = _top_level_functions(self.module)
+            return self._later_function(func.value, defs[func.value]) if func.value in defs else None
         if type(func) is cst.Attribute:
             receiver = self.value_of(func.value)
             if receiver.cls is not None:
@@ -409,7 +423,7 @@ class Functions:
             return None
         return None
 
-    def _later_function(self, name: str) -> FunctionInfo | None:
+    def _later_function(self, name: str, node: cst.FunctionDef) -> FunctionInfo | None:
         """The module's one top-level ``def name`` further down, called from a function body
         analysed before it: ``__init__`` runs when an instance is made, after the module has
         defined everything (``self.model = parse_model(cfg)`` above ``def parse_model``).
@@ -422,9 +436,6 @@ class Functions:
             module_scope = module_scope.parent
         if name in module_scope.values or name in self.imports.aliases:
             return None
-        node = _top_level_functions(self.module).get(name)
-        if node is None:
-            return None
         info = module_scope.later_functions.get(id(node))
         if info is None:
             info = FunctionInfo(name, node, module_scope, decorator_mode=self._decorator_mode(node))
@@ -432,15 +443,9 @@ class Functions:
         return info
 
 
-_top_level_cache: dict[int, tuple[cst.Module, dict[str, cst.FunctionDef]]] = {}
-
-
 def _top_level_functions(module: cst.Module) -> dict[str, cst.FunctionDef]:
     """Name -> the module's top-level ``def`` of it, for names bound by nothing else at top
     level (a second ``def``, an assignment or an import of the same name drops it)."""
-    known = _top_level_cache.get(id(module))
-    if known is not None and known[0] is module:
-        return known[1]
     found: dict[str, cst.FunctionDef] = {}
     other: set[str] = set()
     for statement in module.body:
@@ -457,9 +462,6 @@ def _top_level_functions(module: cst.Module) -> dict[str, cst.FunctionDef]:
                     other.add(target)
     for name in other:
         found.pop(name, None)
-    if len(_top_level_cache) > 64:
-        _top_level_cache.clear()
-    _top_level_cache[id(module)] = (module, found)
     return found
 
 

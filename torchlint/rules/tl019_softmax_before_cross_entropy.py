@@ -23,11 +23,12 @@ class SoftmaxBeforeCrossEntropy(Rule):
     tokens = ("cross_entropy", "CrossEntropyLoss", "nll_loss", "NLLLoss")
 
     def visit_Call(self, node: cst.Call) -> None:
-        expects = self._expected_input(node)
+        expects, callee = self._expected_input(node)
         never_passed = default = None
         if expects is None:
+            if callee is None:
+                return
             # `self.loss_func(out, y)` where `__init__(self, loss_func=nn.CrossEntropyLoss())`.
-            callee = self.ctx.value_of(_module_of(node.func))
             expects = self._expected_of_default(callee)
             if expects is None:
                 return
@@ -102,21 +103,22 @@ class SoftmaxBeforeCrossEntropy(Rule):
 
         self.report(node, message, when=holds)
 
-    def _expected_input(self, node: cst.Call) -> str | None:
+    def _expected_input(self, node: cst.Call) -> tuple[str | None, Value | None]:
+        """What the loss called expects, and (when it is no torch function) the callee's value."""
         qualified = self.ctx.qualify(node.func)
         if qualified in api.LOGIT_LOSS_FUNCTIONS:
-            return _LOGITS
+            return _LOGITS, None
         if qualified in api.LOG_PROBABILITY_LOSS_FUNCTIONS:
-            return _LOG_PROBABILITIES
+            return _LOG_PROBABILITIES, None
         callee = self.ctx.value_of(_module_of(node.func))  # `criterion.forward(out, y)` too
         if callee.kind is not Kind.MODULE:
-            return None
+            return None, callee
         torch_class = self.ctx.torch_class(callee)
         if torch_class in api.LOGIT_LOSS_MODULES:
-            return _LOGITS
+            return _LOGITS, callee
         if torch_class in api.LOG_PROBABILITY_LOSS_MODULES:
-            return _LOG_PROBABILITIES
-        return None
+            return _LOG_PROBABILITIES, callee
+        return None, None
 
 
 def _module_of(func: cst.BaseExpression) -> cst.BaseExpression:
