@@ -12,7 +12,7 @@ import libcst as cst
 
 from torchlint.analysis import torch_api as api
 from torchlint.analysis.events import EventKind
-from torchlint.analysis.names import dotted_expression, dotted_name, literal_bool, self_attribute
+from torchlint.analysis.names import dotted_expression, dotted_name, literal_bool
 from torchlint.analysis.scopes import BindingCollector, Bindings, BindingTable, parameter_names
 from torchlint.analysis.values import BACKPROPAGATED, LEAF_ON_CPU, NUMBER, SUBMODULE_ELEMENT, UNKNOWN, Kind, Value
 from torchlint.analysis.walk import scan, subtree
@@ -241,13 +241,7 @@ class BindingState:
             return
         known = self.value_of_key(key)
         if known.kind is Kind.UNKNOWN and known.cls is None and known.tags <= _PARAMETER_TAGS:
-            better = Value(Kind.MODULE, known.origin, tags=known.tags | _USED_AS_MODULE)
-            self.scope.refine(key, known, better)
-            function, attr = self.scope.function, self_attribute(key)
-            if function is not None and function.cls is not None and attr is not None and self._summarising is None:
-                # `self.G = Generator(...)` then `Adam(self.G.parameters())` in `build_model`: the
-                # other methods read a module from the class too.
-                function.cls.refine_attr(attr, known, better)
+            self.scope.refine(key, known, Value(Kind.MODULE, known.origin, tags=known.tags | _USED_AS_MODULE))
 
     def _note_added_layer(self, node: cst.Call, func: cst.Attribute, position: int) -> None:
         """``model.add_module("softmax", nn.Softmax())`` on an ``nn.Sequential``: its output is

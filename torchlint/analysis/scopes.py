@@ -193,12 +193,6 @@ class ClassInfo:
                     return found
         return None
 
-    def refine_attr(self, attr: str, known: Value, better: Value) -> None:
-        """``self.<attr>`` still holds ``known`` (the value recorded), now known better."""
-        for attrs in (self.init_attrs, self.other_attrs):
-            if attrs.get(attr) is known:
-                attrs[attr] = better
-
     def record_attr(self, method: str, attr: str, value: Value) -> None:
         if method == "__init__":
             self.init_attrs[attr] = value
