@@ -45,7 +45,7 @@ from torchlint.analysis.functions import Functions, _GradReadCollector
 from torchlint.analysis.grad_modes import GradModes
 from torchlint.analysis.loop_graph import LoopGraph, body_graph, loop_graph
 from torchlint.analysis.module_graph import ModuleGraph
-from torchlint.analysis.names import ImportTable, keyword_arg, positional_args
+from torchlint.analysis.names import TORCH_IMPORT, ImportTable, keyword_arg, positional_args
 from torchlint.analysis.project import ProjectClass, ProjectFunction, ProjectImports, ProjectObject
 from torchlint.analysis.scopes import ENABLED, BindingTable, FunctionInfo, GradMode, Scope
 from torchlint.analysis.uses import ValueFlow
@@ -59,7 +59,6 @@ __all__ = ["GRADIENT_TAGS", "Analyzer", "keyword_arg", "positional_args"]
 
 _OTHER_FRAMEWORK_IMPORT = re.compile(
     r"^[ \t]*(?:import|from)[ \t]+(?:%s)\b" % "|".join(api.OTHER_AUTOGRAD_FRAMEWORKS), re.MULTILINE)
-_TORCH_IMPORT = re.compile(r"^[ \t]*(?:import|from)[ \t]+torch\b", re.MULTILINE)
 # ``from edutorch.nn import Linear, Module``: the tensor-and-module vocabulary taken from a
 # package that is not torch (a teaching or numpy autograd of its own).
 _OWN_AUTOGRAD_IMPORT = re.compile(
@@ -72,7 +71,7 @@ def _other_framework_only(source: str) -> bool:
     """The file imports another autograd framework (a known one, or ``Module``/``Tensor``/
     ``Parameter``/``Variable`` from a package that is not torch) and never imports torch:
     its ``.grad``, ``backward()`` and ``step()`` are not torch's."""
-    if _TORCH_IMPORT.search(source):
+    if TORCH_IMPORT.search(source):
         return False
     if any(name in source for name in api.OTHER_AUTOGRAD_FRAMEWORKS) and _OTHER_FRAMEWORK_IMPORT.search(source):
         return True
@@ -125,6 +124,10 @@ class Analyzer(Dispatch, Functions, BindingState, ControlFlow, GradModes, Evalua
         self.module_graph: ModuleGraph | None = None
         self._binding_tables: dict[int, tuple[cst.CSTNode, BindingTable]] = {}
         self._call_site_values: CallSiteValues | None = None  # see ``value_given_call_sites``
+        # id(parameter) -> (it, its function), for parameters with a call as default left unknown.
+        self._defaulted_params: dict[int, tuple[cst.Param, FunctionInfo]] = {}
+        # The module's top-level functions by name, for calls before their `def` (functions.py).
+        self._top_level_defs: dict[str, cst.FunctionDef] | None = None
         self._init_facts()
 
     # ------------------------------------------------------------------ rules
@@ -227,6 +230,8 @@ class Analyzer(Dispatch, Functions, BindingState, ControlFlow, GradModes, Evalua
 
     def _leave_ImportFrom(self, node: cst.ImportFrom) -> None:
         self.imports.add_import_from(node)
+        if type(node.names) is cst.ImportStar:
+            self.imports.add_star_import(node, self.source)
         if self.project is not None:
             self.project.add_import_from(node)
 

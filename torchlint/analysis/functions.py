@@ -32,8 +32,12 @@ _NAME_OR_ATTRIBUTE = frozenset({cst.Name, cst.Attribute})
 # What a parameter may be bound to from its call sites: facts a rule can act on.
 _CALL_SITE_KINDS = frozenset({Kind.LEAF, Kind.NONLEAF, Kind.PLAIN, Kind.MODULE, Kind.OPTIMIZER})
 
+# Built-ins handed a class or function that never call it: ``super(Net, self).__init__()`` does
+# not make ``Net.__init__`` run in an unknown grad mode.
+_NEVER_CALL_THEIR_ARGUMENTS = frozenset({"super", "isinstance", "issubclass", "type", "id", "hasattr", "getattr"})
 
 _WORD = re.compile(r"\w")
+_SUPER_INIT = re.compile(r"\bsuper\s*\([^()]*\)\s*\.\s*__init__\s*\(")
 
 
 def _count_after_non_word(pattern: str, source: str, after_dot: bool = True) -> int:
@@ -140,6 +144,7 @@ class Functions:
             cls.methods[info.name] = info
             info.unresolved_call_modes = self._unresolved_calls_by_name.setdefault(info.name, [])
         else:
+            info = self.scope.later_functions.pop(id(node), info)  # (called before this `def`)
             self.scope.functions[info.name] = info
         self.scope.bind(info.name, UNKNOWN)
         self.scope.deferred.append(info)
@@ -211,6 +216,8 @@ class Functions:
                 self.scope.bind(name, Value(Kind.LEAF, param, tags=frozenset({"param", "assumed-leaf"})))
             else:
                 self.scope.bind(name, Value(Kind.UNKNOWN, param, tags=frozenset({"param"})))
+                if type(param.default) is cst.Call:  # (see ``default_when_never_passed``)
+                    self._defaulted_params[id(param)] = (param, info)
         for star in (params.star_arg, params.star_kwarg):
             if isinstance(star, cst.Param):
                 self.scope.bind(star.name.value, UNKNOWN)
@@ -222,7 +229,7 @@ class Functions:
         sites = info.call_arguments
         if not sites or any(site is None for site in sites):
             return {}
-        if len(sites) != self._call_site_count(info.name, info.cls is not None):
+        if len(sites) != self._sites_in_source(info):
             return {}  # some call sites are analysed later, or are not calls we resolve
         agreed: dict[str, Value] = {}
         for name in set.intersection(*(set(site) for site in sites if site is not None)):
@@ -231,7 +238,66 @@ class Functions:
                 value = join(value, site[name])  # type: ignore[index]
             if value.kind in _CALL_SITE_KINDS:
                 agreed[name] = value
+        agreed.update(self._defaults_no_site_passes(info, sites))  # type: ignore[arg-type]
         return agreed
+
+    def _sites_in_source(self, info: FunctionInfo) -> int:
+        """How many calls of ``info`` the source spells; a class's ``__init__`` is called as
+        ``Cls(...)`` too (its ``class Cls(...)`` line aside)."""
+        count = self._call_site_count(info.name, info.cls is not None)
+        if info.name != "__init__" or info.cls is None:
+            return count
+        counts = self._call_counts
+        assert counts is not None  # (filled by the count above)
+        key = f"class {info.cls.name}"  # (no name has a space)
+        if key not in counts:
+            name = re.escape(info.cls.name)
+            if re.search(rf"^[ \t]*class\s+\w+\s*\([^)]*\b{name}\b", self.source, re.MULTILINE):
+                counts[key] = -1 - count  # a subclass runs it through `super().__init__()`, unresolved
+            else:
+                # `Cls(...)` (not its `class Cls(` line); the file's `super().__init__()` calls are
+                # other classes' (none derives from this one).
+                counts[key] = (
+                    self._call_site_count(info.cls.name, False)
+                    - _count_after_non_word(rf"class\s+{name}\s*\(", self.source)
+                    - len(_SUPER_INIT.findall(self.source))
+                )
+        return count + counts[key]
+
+    def _defaults_no_site_passes(self, info: FunctionInfo, sites: list[dict[str, Value]]) -> dict[str, Value]:
+        """Parameter -> its default's value, for a parameter no call site in the file passes
+        (``def run(model, loss_func=nn.CrossEntropyLoss())`` called as ``run(net)``)."""
+        params = info.node.params
+        found: dict[str, Value] = {}
+        for param in (*params.posonly_params, *params.params, *params.kwonly_params):
+            value = self._default_value(param, sites)
+            if value is not None:
+                found[param.name.value] = value
+        return found
+
+    def _default_value(self, param: cst.Param, sites: list[dict[str, Value]]) -> Value | None:
+        """What a default built by a call (``nn.CrossEntropyLoss()``) holds, when no site passes
+        the parameter; a name as default may be rebound before the call runs: None."""
+        if type(param.default) is not cst.Call or any(param.name.value in site for site in sites):
+            return None
+        value = self.value_of(param.default)
+        return value if value.kind in _CALL_SITE_KINDS else None
+
+    def default_when_never_passed(self, value: Value) -> Value | None:
+        """For a parameter's value (``self.loss_func = loss_func`` in ``__init__``): its default's
+        value when every call in the file is seen and none passes it (``Trainer()``); None
+        otherwise.  Ask once the file is analysed (from a ``when=`` condition or ``finish``)."""
+        origin = value.origin
+        if type(origin) is not cst.Param or "param" not in value.tags:
+            return None
+        known = self._defaulted_params.get(id(origin))
+        if known is None or known[0] is not origin:
+            return None
+        info = known[1]
+        sites = info.call_arguments
+        if not sites or any(site is None for site in sites) or len(sites) != self._sites_in_source(info):
+            return None
+        return self._default_value(origin, sites)  # type: ignore[arg-type]
 
     def _call_site_count(self, name: str, method: bool = True) -> int:
         """How many calls name the function in the source (``f(...)``, and for a ``method``
@@ -267,6 +333,8 @@ class Functions:
             if forward is not None:
                 forward.call_modes.append(self.grad_mode)
                 forward.call_arguments.append(self.arguments_passed(node, forward))
+        if type(node.func) is cst.Name and node.func.value in _NEVER_CALL_THEIR_ARGUMENTS:
+            return
         for arg in node.args:
             # A function handed to someone else may be called in any mode.
             if type(arg.value) in _NAME_OR_ATTRIBUTE:
@@ -289,6 +357,8 @@ class Functions:
         helper.project = caller.project
         helper._project_makers = caller._project_makers
         helper._project_forwards = caller._project_forwards
+        helper._defaulted_params = caller._defaulted_params
+        helper._top_level_defs = caller._top_level_defs
         return helper
 
     def summarise(self, info: FunctionInfo, passed: dict[str, Value]) -> Value:
@@ -340,13 +410,74 @@ class Functions:
             if found is not None:
                 return found
             cls = self.scope.find_class(func.value)
-            return cls.method("__init__") if cls is not None else None
+            if cls is not None:
+                return cls.method("__init__")
+            defs = self._top_level_defs
+            if defs is None:
+                defs = self._top_level_defs = _top_level_functions(self.module)
+            return self._later_function(func.value, defs[func.value]) if func.value in defs else None
         if type(func) is cst.Attribute:
             receiver = self.value_of(func.value)
             if receiver.cls is not None:
                 return receiver.cls.method(func.attr.value)
             return None
         return None
+
+    def _later_function(self, name: str, node: cst.FunctionDef) -> FunctionInfo | None:
+        """The module's one top-level ``def name`` further down, called from a function body
+        analysed before it: ``__init__`` runs when an instance is made, after the module has
+        defined everything (``self.model = parse_model(cfg)`` above ``def parse_model``).
+        None at module level (a call before the ``def`` fails) and when the name is bound
+        otherwise (imported, assigned, defined twice)."""
+        if self.function is None:
+            return None
+        module_scope = self.scope
+        while module_scope.parent is not None:
+            module_scope = module_scope.parent
+        if name in module_scope.values or name in self.imports.aliases:
+            return None
+        info = module_scope.later_functions.get(id(node))
+        if info is None:
+            info = FunctionInfo(name, node, module_scope, decorator_mode=self._decorator_mode(node))
+            module_scope.later_functions[id(node)] = info
+        return info
+
+
+def _top_level_functions(module: cst.Module) -> dict[str, cst.FunctionDef]:
+    """Name -> the module's top-level ``def`` of it, for names bound by nothing else at top
+    level (a second ``def``, an assignment or an import of the same name drops it)."""
+    found: dict[str, cst.FunctionDef] = {}
+    other: set[str] = set()
+    for statement in module.body:
+        if type(statement) is cst.FunctionDef:
+            name = statement.name.value
+            if name in found:
+                other.add(name)
+            found[name] = statement
+        elif type(statement) is cst.ClassDef:
+            other.add(statement.name.value)
+        elif type(statement) is cst.SimpleStatementLine:
+            for small in statement.body:
+                for target in _bound_names(small):
+                    other.add(target)
+    for name in other:
+        found.pop(name, None)
+    return found
+
+
+def _bound_names(small: cst.BaseSmallStatement) -> list[str]:
+    """Names a top-level small statement binds (assignment targets, imports)."""
+    if type(small) is cst.Assign:
+        return [t.target.value for t in small.targets if type(t.target) is cst.Name]
+    if type(small) in (cst.AnnAssign, cst.AugAssign):
+        return [small.target.value] if type(small.target) is cst.Name else []  # type: ignore[attr-defined]
+    if type(small) in (cst.Import, cst.ImportFrom) and not isinstance(small.names, cst.ImportStar):  # type: ignore[attr-defined]
+        return [
+            (alias.asname.name if alias.asname else alias.name).value  # type: ignore[union-attr]
+            for alias in small.names  # type: ignore[attr-defined]
+            if type(alias.asname.name if alias.asname else alias.name) is cst.Name  # type: ignore[union-attr]
+        ]
+    return []
 
 
 def argument_expressions(call: cst.Call, callee: FunctionInfo) -> dict[str, cst.BaseExpression] | None:

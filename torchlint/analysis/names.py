@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 
 import libcst as cst
 
-from torchlint.analysis.torch_api import CANONICAL
+from torchlint.analysis.torch_api import CANONICAL, STAR_IMPORTED_TORCH_NAMES
 from torchlint.analysis.walk import scan
 
 # Exact type tests (no node class derives from these): ``isinstance`` on libcst's ABCs
@@ -115,6 +116,20 @@ class ImportTable:
                 local = alias.asname.name.value
             self.aliases[local] = f"{module}.{name}"
 
+    def add_star_import(self, node: cst.ImportFrom, source: str) -> None:
+        """``from models.common import *`` in a file that uses ``torch.`` without importing torch
+        anywhere: the star import is where its ``torch`` comes from, and with it the conventional
+        ``nn`` / ``F`` it uses unbound (a YOLO ``models/yolo.py``)."""
+        module = dotted_name(node.module) if node.module is not None else ""
+        if module == "torch" or (module or "").startswith("torch.") or "torch" in self.aliases:
+            return
+        if TORCH_IMPORT.search(source) or not _uses_unbound("torch", source):
+            return
+        self._qualified.clear()
+        for local, full in STAR_IMPORTED_TORCH_NAMES.items():
+            if local not in self.aliases and _uses_unbound(local, source):
+                self.aliases[local] = full
+
     def qualify(self, node: cst.BaseExpression) -> str | None:
         """The canonical qualified name of an imported object, e.g. ``T.no_grad`` -> ``torch.no_grad``."""
         known = self._qualified.get(id(node))
@@ -143,6 +158,18 @@ class ImportTable:
             if full == qualified:
                 return local
         return None
+
+
+TORCH_IMPORT = re.compile(r"^[ \t]*(?:import|from)[ \t]+torch\b", re.MULTILINE)
+
+
+def _uses_unbound(name: str, source: str) -> bool:
+    """``name.`` is used and no line binds ``name`` (an import, an assignment, a ``def``)."""
+    escaped = re.escape(name)
+    if re.search(rf"(?<![\w.]){escaped}\.\w", source) is None:
+        return False
+    binding = rf"(?:\bas[ \t]+{escaped}\b|^[ \t]*{escaped}[ \t]*=[^=]|\b(?:def|class)[ \t]+{escaped}\b|^[ \t]*import[ \t]+{escaped}\b)"
+    return re.search(binding, source, re.MULTILINE) is None
 
 
 def through_grad(expr: cst.BaseExpression) -> bool:

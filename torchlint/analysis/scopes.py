@@ -216,6 +216,9 @@ class Scope:
     classes: dict[str, ClassInfo] = field(default_factory=dict)
     deferred: list[FunctionInfo] = field(default_factory=list)
     mode_stack: list[GradMode] = field(default_factory=list)
+    # The module scope: functions defined further down that a function body analysed before
+    # their ``def`` (``__init__``, at its class's end) calls, by id of the ``def`` node.
+    later_functions: dict[int, FunctionInfo] = field(default_factory=dict)
 
     def bind(self, key: str, value: Value) -> None:
         prefix = key + "."

@@ -190,6 +190,10 @@ OPTIMIZER_PREFIX = "torch.optim."
 # "Parameter(" / "Parameter as" (an aliased import) and "parameters(" rather than
 # the bare words, which docstrings ("Parameters:") are full of.
 PARAMETER_TOKENS = ("Parameter(", "Parameter as")
+# What a star import of a project module conventionally brings when the file uses these names
+# unbound, ``torch`` among them (``from models.common import *``; see ``ImportTable.add_star_import``).
+STAR_IMPORTED_TORCH_NAMES = {"torch": "torch", "nn": "torch.nn", "F": "torch.nn.functional"}
+
 LEAF_SOURCE_TOKENS = ("requires_grad", *PARAMETER_TOKENS, "parameters(", ".weight", ".bias", ".in_proj_", ".grad")
 
 FLOAT_DTYPES = frozenset(

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import libcst as cst
 
 from torchlint import fixes
-from torchlint.analysis import Kind
+from torchlint.analysis import Kind, Value
 from torchlint.analysis import torch_api as api
 from torchlint.analysis.values import MODEL_OUTPUT_ITEM
 from torchlint.rule import Fix, FixSafety, Rule
@@ -22,9 +24,17 @@ class SoftmaxBeforeCrossEntropy(Rule):
     tokens = ("cross_entropy", "CrossEntropyLoss", "nll_loss", "NLLLoss")
 
     def visit_Call(self, node: cst.Call) -> None:
-        expects = self._expected_input(node)
+        expects, callee = self._expected_input(node)
+        never_passed = default = None
         if expects is None:
-            return
+            if callee is None:
+                return
+            # `self.loss_func(out, y)` where `__init__(self, loss_func=nn.CrossEntropyLoss())`.
+            expects = self._expected_of_default(callee)
+            if expects is None:
+                return
+            default = callee.origin.default  # type: ignore[union-attr]
+            never_passed = lambda: self.ctx.default_when_never_passed(callee) is not None  # noqa: E731
         argument = _input_argument(node)
         if argument is None:
             return
@@ -35,7 +45,9 @@ class SoftmaxBeforeCrossEntropy(Rule):
         value = self.ctx.value_of(argument)
         loss = fixes.source_of(node.func)
         torch_class = self.ctx.torch_class(self.ctx.value_of(_module_of(node.func)))
-        if torch_class is not None and type(node.func) is not cst.Call:
+        if default is not None:
+            loss += f"` (default `{fixes.source_of(default)}`)"
+        elif torch_class is not None and type(node.func) is not cst.Call:
             loss += f"` (`{torch_class.rsplit('.', 1)[-1]}`)"
         else:
             loss += "`"
@@ -49,28 +61,65 @@ class SoftmaxBeforeCrossEntropy(Rule):
                 f"`{loss} expects log-probabilities: given softmax probabilities it minimises -p instead of "
                 "-log p and training stalls; use `log_softmax`"
             )
-        if "softmax" in value.tags:
+        if never_passed is not None:
+            self._report_default_loss(node, message, value, argument, never_passed)
+        elif "softmax" in value.tags:
             self.report(node, message, _fix(self.ctx, argument, expects))
         elif "model-output" in value.tags or MODEL_OUTPUT_ITEM in value.tags:
             # A module of this file: its forward is analysed later (or already was).
             self.report(node, message.replace("softmax probabilities", "the output of a model ending in softmax", 1),
                         when=lambda: self.ctx.is_softmax_output(value))
 
-    def _expected_input(self, node: cst.Call) -> str | None:
-        qualified = self.ctx.qualify(node.func)
-        if qualified in api.LOGIT_LOSS_FUNCTIONS:
-            return _LOGITS
-        if qualified in api.LOG_PROBABILITY_LOSS_FUNCTIONS:
-            return _LOG_PROBABILITIES
-        callee = self.ctx.value_of(_module_of(node.func))  # `criterion.forward(out, y)` too
-        if callee.kind is not Kind.MODULE:
+    def _expected_of_default(self, callee: Value) -> str | None:
+        """A loss parameter whose default builds a torch loss module: what that loss expects."""
+        param = callee.origin
+        if callee.kind is not Kind.UNKNOWN or type(param) is not cst.Param or type(param.default) is not cst.Call:
             return None
-        torch_class = self.ctx.torch_class(callee)
+        torch_class = self.ctx.qualify(param.default.func)
         if torch_class in api.LOGIT_LOSS_MODULES:
             return _LOGITS
         if torch_class in api.LOG_PROBABILITY_LOSS_MODULES:
             return _LOG_PROBABILITIES
         return None
+
+    def _report_default_loss(
+        self, node: cst.Call, message: str, value: Value, argument: cst.BaseExpression, never_passed: Callable[[], bool]
+    ) -> None:
+        """The loss is a parameter's default no call in the file overrides: the input must be
+        softmax probabilities (or a softmax model's output, here or given the call sites)."""
+        if "softmax" not in value.tags and "model-output" not in value.tags:
+            later = self.ctx.value_given_call_sites(argument)
+            if later is None:
+                return
+            given = later
+        else:
+            given = lambda: value  # noqa: E731
+        message = message.replace("softmax probabilities", "the output of a model ending in softmax", 1)
+
+        def holds() -> bool:
+            if not never_passed():
+                return False
+            found = given()
+            return found is not None and self.ctx.is_softmax_output(found)
+
+        self.report(node, message, when=holds)
+
+    def _expected_input(self, node: cst.Call) -> tuple[str | None, Value | None]:
+        """What the loss called expects, and (when it is no torch function) the callee's value."""
+        qualified = self.ctx.qualify(node.func)
+        if qualified in api.LOGIT_LOSS_FUNCTIONS:
+            return _LOGITS, None
+        if qualified in api.LOG_PROBABILITY_LOSS_FUNCTIONS:
+            return _LOG_PROBABILITIES, None
+        callee = self.ctx.value_of(_module_of(node.func))  # `criterion.forward(out, y)` too
+        if callee.kind is not Kind.MODULE:
+            return None, callee
+        torch_class = self.ctx.torch_class(callee)
+        if torch_class in api.LOGIT_LOSS_MODULES:
+            return _LOGITS, callee
+        if torch_class in api.LOG_PROBABILITY_LOSS_MODULES:
+            return _LOG_PROBABILITIES, callee
+        return None, None
 
 
 def _module_of(func: cst.BaseExpression) -> cst.BaseExpression:
