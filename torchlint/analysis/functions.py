@@ -20,6 +20,7 @@ import libcst as cst
 from torchlint import interrupt
 from torchlint.analysis import summaries
 from torchlint.analysis.call_sites import CallSiteValues
+from torchlint.analysis.forward_sites import forward_call_count
 from torchlint.analysis.names import dotted_name
 from torchlint.analysis.scopes import UNKNOWN_MODE, ClassInfo, FunctionInfo, Scope
 from torchlint.analysis.values import UNKNOWN, Kind, Value, join
@@ -222,7 +223,7 @@ class Functions:
         sites = info.call_arguments
         if not sites or any(site is None for site in sites):
             return {}
-        if len(sites) != self._call_site_count(info.name, info.cls is not None):
+        if len(sites) != self._call_site_count_of(info):
             return {}  # some call sites are analysed later, or are not calls we resolve
         agreed: dict[str, Value] = {}
         for name in set.intersection(*(set(site) for site in sites if site is not None)):
@@ -232,6 +233,13 @@ class Functions:
             if value.kind in _CALL_SITE_KINDS:
                 agreed[name] = value
         return agreed
+
+    def _call_site_count_of(self, info: FunctionInfo) -> int | None:
+        """How many calls in the file run ``info``: a module class's ``forward`` runs when an
+        instance is called (``forward_sites.py``), other functions are called by name."""
+        if info.name == "forward" and info.cls is not None and info.cls.is_module and info.is_method:
+            return forward_call_count(self.source, info.cls.name)
+        return self._call_site_count(info.name, info.cls is not None)
 
     def _call_site_count(self, name: str, method: bool = True) -> int:
         """How many calls name the function in the source (``f(...)``, and for a ``method``
@@ -257,22 +265,31 @@ class Functions:
         if callee is not None:
             callee.call_modes.append(self.grad_mode)
             callee.call_arguments.append(self.arguments_passed(node, callee))
-        elif type(node.func) is cst.Attribute:
+        elif not self._note_forward_call(node) and type(node.func) is cst.Attribute:
             name = node.func.attr.value
             if not name.startswith("__"):  # `super().__init__()` runs another class's method
                 self._unresolved_calls_by_name.setdefault(name, []).append(self.grad_mode)
-        else:
-            module = self.value_of(node.func)
-            forward = module.cls.method("forward") if module.kind is Kind.MODULE and module.cls else None
-            if forward is not None:
-                forward.call_modes.append(self.grad_mode)
-                forward.call_arguments.append(self.arguments_passed(node, forward))
         for arg in node.args:
             # A function handed to someone else may be called in any mode.
             if type(arg.value) in _NAME_OR_ATTRIBUTE:
                 passed = self._resolve_callee(arg.value)
                 if passed is not None:
                     passed.call_modes.append(UNKNOWN_MODE)
+
+    def _note_forward_call(self, node: cst.Call) -> bool:
+        """A call of an instance of a module class of this file (``net(x)``, ``self.hyper(a, w)``)
+        runs its ``forward``: recorded as a call of it."""
+        if self._defines_forward is None:
+            self._defines_forward = "def forward" in self.source
+        if not self._defines_forward:
+            return False
+        module = self.value_of(node.func)
+        forward = module.cls.method("forward") if module.kind is Kind.MODULE and module.cls else None
+        if forward is None:
+            return False
+        forward.call_modes.append(self.grad_mode)
+        forward.call_arguments.append(self.arguments_passed(node, forward))
+        return True
 
     # ------------------------------------------------------------ helper summaries
     @classmethod
