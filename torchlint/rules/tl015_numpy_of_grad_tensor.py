@@ -84,10 +84,12 @@ class NumpyOfGradTensor(Rule):
             else:
                 what = "holds tensors that require grad"
                 # A list of tensors: each element has to be detached (or recorded with `.item()`).
+            remedy = "detach it first (`.detach()`, or record `.item()` values)"
+            if lists_only and function in ("sum", "mean"):  # (a forward may mean its result to keep the graph)
+                remedy += f", or reduce with `torch.stack(...).{function}(0)`, which keeps the graph"
             self.report(
                 node,
-                f"`{name}` {what}: `{function}(...)` converts it with `.numpy()`, which raises '{_M6}'; "
-                "detach it first (`.detach()`, or record `.item()` values)",
+                f"`{name}` {what}: `{function}(...)` converts it with `.numpy()`, which raises '{_M6}'; {remedy}",
                 fix,
                 when=condition,
             )
