@@ -35,6 +35,7 @@ _CALL_SITE_KINDS = frozenset({Kind.LEAF, Kind.NONLEAF, Kind.PLAIN, Kind.MODULE, 
 
 
 _WORD = re.compile(r"\w")
+_ASSIGNED_ATTRIBUTE = re.compile(r"\.\s*(\w+)\s*=\s*[A-Za-z_][\w.]*\s*\(")  # `self.sub = Sub(`
 
 
 def _count_after_non_word(pattern: str, source: str, after_dot: bool = True) -> int:
@@ -238,7 +239,10 @@ class Functions:
         """How many calls in the file run ``info``: a module class's ``forward`` runs when an
         instance is called (``forward_sites.py``), other functions are called by name."""
         if info.name == "forward" and info.cls is not None and info.cls.is_module and info.is_method:
-            return forward_call_count(self.source, info.cls.name)
+            counts = self._forward_counts
+            if info.cls.name not in counts:
+                counts[info.cls.name] = forward_call_count(self.source, info.cls.name)
+            return counts[info.cls.name]
         return self._call_site_count(info.name, info.cls is not None)
 
     def _call_site_count(self, name: str, method: bool = True) -> int:
@@ -279,11 +283,16 @@ class Functions:
     def _note_forward_call(self, node: cst.Call) -> bool:
         """A call of an instance of a module class of this file (``net(x)``, ``self.hyper(a, w)``)
         runs its ``forward``: recorded as a call of it."""
-        if self._defines_forward is None:
-            self._defines_forward = "def forward" in self.source
-        if not self._defines_forward:
-            return False
-        module = self.value_of(node.func)
+        func = node.func
+        if type(func) is cst.Attribute:
+            if self._forward_holders is None:
+                # A submodule called as `self.<attr>(...)` was stored as `self.<attr> = Cls(...)`: other
+                # attribute calls (`x.view(...)`, `torch.cat(...)`) are not looked at.
+                self._forward_holders = frozenset(
+                    _ASSIGNED_ATTRIBUTE.findall(self.source) if "def forward" in self.source else ())
+            if func.attr.value not in self._forward_holders:  # type: ignore[attr-defined]
+                return False
+        module = self.value_of(func)
         forward = module.cls.method("forward") if module.kind is Kind.MODULE and module.cls else None
         if forward is None:
             return False
