@@ -29,11 +29,9 @@ adjacency = torch.rand(5, 5)
 
 class Propagate(nn.Module):
     def forward(self, adjacency, features):
-        h = features
-        layers = [h]
-        for _ in range(2):
-            h = adjacency @ h
-            layers.append(h)
+        layers = [features]
+        while len(layers) < 3:
+            layers.append(adjacency @ layers[-1])
         return {reduce}
 
 

@@ -269,9 +269,12 @@ class Functions:
         if callee is not None:
             callee.call_modes.append(self.grad_mode)
             callee.call_arguments.append(self.arguments_passed(node, callee))
-        elif not self._note_forward_call(node) and type(node.func) is cst.Attribute:
+        elif type(node.func) is not cst.Attribute:
+            self._note_forward_call(node)  # `net(x)`
+        else:
             name = node.func.attr.value
-            if not name.startswith("__"):  # `super().__init__()` runs another class's method
+            recorded = name in self._holders_of_instances() and self._note_forward_call(node)  # `self.hyper(a, w)`
+            if not recorded and not name.startswith("__"):  # `super().__init__()` runs another class's method
                 self._unresolved_calls_by_name.setdefault(name, []).append(self.grad_mode)
         for arg in node.args:
             # A function handed to someone else may be called in any mode.
@@ -280,19 +283,19 @@ class Functions:
                 if passed is not None:
                     passed.call_modes.append(UNKNOWN_MODE)
 
+    def _holders_of_instances(self) -> frozenset[str]:
+        """The attributes a module of this file may be called through: a submodule called as
+        ``self.<attr>(...)`` was stored as ``self.<attr> = Cls(...)`` (other attribute calls,
+        ``x.view(...)``, ``torch.cat(...)``, are not looked at)."""
+        if self._forward_holders is None:
+            self._forward_holders = frozenset(
+                _ASSIGNED_ATTRIBUTE.findall(self.source) if "def forward" in self.source else ())
+        return self._forward_holders
+
     def _note_forward_call(self, node: cst.Call) -> bool:
         """A call of an instance of a module class of this file (``net(x)``, ``self.hyper(a, w)``)
         runs its ``forward``: recorded as a call of it."""
-        func = node.func
-        if type(func) is cst.Attribute:
-            if self._forward_holders is None:
-                # A submodule called as `self.<attr>(...)` was stored as `self.<attr> = Cls(...)`: other
-                # attribute calls (`x.view(...)`, `torch.cat(...)`) are not looked at.
-                self._forward_holders = frozenset(
-                    _ASSIGNED_ATTRIBUTE.findall(self.source) if "def forward" in self.source else ())
-            if func.attr.value not in self._forward_holders:  # type: ignore[attr-defined]
-                return False
-        module = self.value_of(func)
+        module = self.value_of(node.func)
         forward = module.cls.method("forward") if module.kind is Kind.MODULE and module.cls else None
         if forward is None:
             return False
