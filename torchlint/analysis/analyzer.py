@@ -109,6 +109,8 @@ class Analyzer(Dispatch, Functions, BindingState, ControlFlow, GradModes, Evalua
         self._hooks: _BoundHooks | None = None  # built on first use, see ``_hooks_by_type``
         self._walker: Walker | None = None
         self._call_counts: dict[str, int] | None = None
+        self._forward_holders: frozenset[str] | None = None  # see functions._note_forward_call
+        self._forward_counts: dict[str, int | None] = {}  # class -> calls of its instances (forward_sites.py)
         # Method name -> grad modes of the calls of that name on receivers not known.
         self._unresolved_calls_by_name: dict[str, list[GradMode]] = {}
         # Loop id -> names some statement in its body makes require grad (``x.requires_grad_()``).

@@ -19,8 +19,8 @@ from torchlint.analysis.names import (
     dotted_name, is_basic_indexing, keyword_arg, literal_bool, positional_args, through_grad,
 )
 from torchlint.analysis.values import (
-    ASSUMED_TAGS, BACKPROPAGATED, LEAF_ON_A_PATH, LEAF_ON_CPU, MOVED_LEAF_ON_A_PATH, NUMBER, SUBMODULE_ELEMENT, UNKNOWN,
-    VIEW_OF_LEAF, Kind, Value, join,
+    ASSUMED_TAGS, BACKPROPAGATED, LEAF_ON_A_PATH, LEAF_ON_CPU, MOVED_LEAF_ON_A_PATH, NUMBER, REQUIRES_GRAD_ON_EVERY_PATH,
+    SUBMODULE_ELEMENT, UNKNOWN, VIEW_OF_LEAF, Kind, Value, join,
 )
 
 # Tags of a gradient (``p.grad``) and of a value computed from one (``lr * p.grad``).
@@ -429,11 +429,12 @@ class Evaluation(ValueFacts):
         return result
 
     def _derived_kind(self, inputs: Sequence[Value], node: cst.CSTNode) -> Value:
-        if any(value.requires_grad for value in inputs):
+        grad_inputs = [value for value in inputs if value.requires_grad or REQUIRES_GRAD_ON_EVERY_PATH in value.tags]
+        if grad_inputs:
             if self.grad_mode.statically_disabled:
                 return Value(Kind.PLAIN, node, tags=frozenset({"detached"}))
             # "assumed": it requires grad only if the assumed leaves it comes from really do.
-            assumed = all(ASSUMED_TAGS & value.tags for value in inputs if value.requires_grad)
+            assumed = all(ASSUMED_TAGS & value.tags for value in grad_inputs)
             return Value(Kind.NONLEAF, node, tags=frozenset({"assumed"} if assumed else ()))
         if inputs and all(value.kind in (Kind.PLAIN, Kind.NUMBER) for value in inputs):
             if all(value.kind is Kind.NUMBER for value in inputs):

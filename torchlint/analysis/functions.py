@@ -20,6 +20,7 @@ import libcst as cst
 from torchlint import interrupt
 from torchlint.analysis import summaries
 from torchlint.analysis.call_sites import CallSiteValues
+from torchlint.analysis.forward_sites import forward_call_count
 from torchlint.analysis.names import dotted_name
 from torchlint.analysis.scopes import UNKNOWN_MODE, ClassInfo, FunctionInfo, Scope
 from torchlint.analysis.values import UNKNOWN, Kind, Value, join
@@ -38,6 +39,7 @@ _NEVER_CALL_THEIR_ARGUMENTS = frozenset({"super", "isinstance", "issubclass", "t
 
 _WORD = re.compile(r"\w")
 _SUPER_INIT = re.compile(r"\bsuper\s*\([^()]*\)\s*\.\s*__init__\s*\(")
+_ASSIGNED_ATTRIBUTE = re.compile(r"\.\s*(\w+)\s*=\s*[A-Za-z_][\w.]*\s*\(")  # `self.sub = Sub(`
 
 
 def _count_after_non_word(pattern: str, source: str, after_dot: bool = True) -> int:
@@ -241,9 +243,15 @@ class Functions:
         agreed.update(self._defaults_no_site_passes(info, sites))  # type: ignore[arg-type]
         return agreed
 
-    def _sites_in_source(self, info: FunctionInfo) -> int:
-        """How many calls of ``info`` the source spells; a class's ``__init__`` is called as
-        ``Cls(...)`` too (its ``class Cls(...)`` line aside)."""
+    def _sites_in_source(self, info: FunctionInfo) -> int | None:
+        """How many calls of ``info`` the source spells (None: not known); a class's ``__init__``
+        is called as ``Cls(...)`` too (its ``class Cls(...)`` line aside)."""
+        if info.name == "forward" and info.cls is not None and info.cls.is_module and info.is_method:
+            # A module class's ``forward`` runs when an instance is called (``forward_sites.py``).
+            counts = self._forward_counts
+            if info.cls.name not in counts:
+                counts[info.cls.name] = forward_call_count(self.source, info.cls.name)
+            return counts[info.cls.name]
         count = self._call_site_count(info.name, info.cls is not None)
         if info.name != "__init__" or info.cls is None:
             return count
@@ -323,16 +331,13 @@ class Functions:
         if callee is not None:
             callee.call_modes.append(self.grad_mode)
             callee.call_arguments.append(self.arguments_passed(node, callee))
-        elif type(node.func) is cst.Attribute:
-            name = node.func.attr.value
-            if not name.startswith("__"):  # `super().__init__()` runs another class's method
-                self._unresolved_calls_by_name.setdefault(name, []).append(self.grad_mode)
+        elif type(node.func) is not cst.Attribute:
+            self._note_forward_call(node)  # `net(x)`
         else:
-            module = self.value_of(node.func)
-            forward = module.cls.method("forward") if module.kind is Kind.MODULE and module.cls else None
-            if forward is not None:
-                forward.call_modes.append(self.grad_mode)
-                forward.call_arguments.append(self.arguments_passed(node, forward))
+            name = node.func.attr.value
+            recorded = name in self._holders_of_instances() and self._note_forward_call(node)  # `self.hyper(a, w)`
+            if not recorded and not name.startswith("__"):  # `super().__init__()` runs another class's method
+                self._unresolved_calls_by_name.setdefault(name, []).append(self.grad_mode)
         if type(node.func) is cst.Name and node.func.value in _NEVER_CALL_THEIR_ARGUMENTS:
             return
         for arg in node.args:
@@ -341,6 +346,26 @@ class Functions:
                 passed = self._resolve_callee(arg.value)
                 if passed is not None:
                     passed.call_modes.append(UNKNOWN_MODE)
+
+    def _holders_of_instances(self) -> frozenset[str]:
+        """The attributes a module of this file may be called through: a submodule called as
+        ``self.<attr>(...)`` was stored as ``self.<attr> = Cls(...)`` (other attribute calls,
+        ``x.view(...)``, ``torch.cat(...)``, are not looked at)."""
+        if self._forward_holders is None:
+            self._forward_holders = frozenset(
+                _ASSIGNED_ATTRIBUTE.findall(self.source) if "def forward" in self.source else ())
+        return self._forward_holders
+
+    def _note_forward_call(self, node: cst.Call) -> bool:
+        """A call of an instance of a module class of this file (``net(x)``, ``self.hyper(a, w)``)
+        runs its ``forward``: recorded as a call of it."""
+        module = self.value_of(node.func)
+        forward = module.cls.method("forward") if module.kind is Kind.MODULE and module.cls else None
+        if forward is None:
+            return False
+        forward.call_modes.append(self.grad_mode)
+        forward.call_arguments.append(self.arguments_passed(node, forward))
+        return True
 
     # ------------------------------------------------------------ helper summaries
     @classmethod

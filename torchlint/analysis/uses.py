@@ -31,6 +31,7 @@ from torchlint.analysis import torch_api as api
 from torchlint.analysis.events import EventKind
 from torchlint.analysis.names import dotted_name
 from torchlint.analysis.plots import plots_on_axes
+from torchlint.analysis.sibling_functions import sibling_function_flow
 from torchlint.analysis.values import Kind
 from torchlint.analysis.walk import children, scan
 from torchlint.saved_tensors import saved_tensor_table
@@ -218,6 +219,8 @@ class _Step:
 
 
 _ATTRIBUTE_READS_WITHOUT_TENSOR = frozenset({"real", "imag"})
+# Arithmetic that keeps a loss weight a weight: ``1 - alpha``, ``beta / 2``.
+_WEIGHT_ARITHMETIC = (cst.Add, cst.Subtract, cst.Multiply, cst.Divide)
 
 
 class ValueFlow:
@@ -292,13 +295,13 @@ class ValueFlow:
         names = [element.value.value if isinstance(element.value, cst.Name) else None for element in target.elements]
         if key not in names:
             return []
-        callee = self.ctx.resolve_function(site.value.func)
+        callee = self._callee_flow(site.value.func, site)
         if callee is None:
             return []
+        flow, definition = callee
         position = names.index(key)
-        flow = self.ctx.value_flow(callee.node)
         found: list[str] = []
-        for returned in _returned_tuples(callee.node, len(names)):
+        for returned in _returned_tuples(definition, len(names)):
             mine = returned[position]
             if not isinstance(mine, cst.Name):
                 continue
@@ -307,6 +310,22 @@ class ValueFlow:
                 if index != position and name is not None and name not in found and mine.value in flow.terms(item):
                     found.append(name)
         return found
+
+    def _callee_flow(self, func: cst.BaseExpression, site: cst.CSTNode) -> tuple[ValueFlow, cst.FunctionDef] | None:
+        """The value flow of the function ``func`` names and its ``def``: a function of this
+        file, or of a sibling file it is imported from (``from loss import my_loss``, also
+        through an alias ``loss_fn = my_loss`` bound before ``site``), read in that file's
+        own analysis (``project.py``)."""
+        callee = self.ctx.resolve_function(func)
+        if callee is not None:
+            return self.ctx.value_flow(callee.node), callee.node
+        if isinstance(func, cst.Name):
+            alias = self._binding_before(func.value, site)
+            if isinstance(alias, cst.Assign) and isinstance(alias.value, cst.Name):
+                func = alias.value  # `loss_fn = my_loss`
+            elif alias is not None and not isinstance(alias, (cst.ImportFrom, cst.Import, cst.ImportAlias)):
+                return None
+        return sibling_function_flow(self.ctx, func)
 
     def terms(self, expr: cst.BaseExpression, depth: int = 0) -> set[str]:
         """The names whose values ``expr`` (in the region) is a sum of: itself for a name, and the
@@ -403,7 +422,20 @@ class ValueFlow:
             return self._is_weight(factor.expression)
         if isinstance(factor, cst.Attribute):
             return dotted_name(factor) is not None
+        if isinstance(factor, (cst.Integer, cst.Float)):
+            return True
+        if isinstance(factor, cst.BinaryOperation) and type(factor.operator) in _WEIGHT_ARITHMETIC:
+            return self._is_weight(factor.left) and self._is_weight(factor.right)  # `(1 - alpha)`
+        if isinstance(factor, cst.Name) and self._bound_only_to_numbers(factor.value):
+            return True  # `alpha = 0.5` in the region (read from another scope's analysis too)
         return self.ctx.value_of(factor).kind is Kind.NUMBER
+
+    def _bound_only_to_numbers(self, name: str) -> bool:
+        region = self.region
+        body = region.body if isinstance(region, cst.FunctionDef) else region
+        sites = self.ctx.binding_table(body).of(name).sites
+        return bool(sites) and all(
+            isinstance(site, cst.Assign) and isinstance(site.value, (cst.Integer, cst.Float)) for site in sites)
 
     def _follow_names(self, todo: list[tuple[str, int, bool, bool]], uses: list[Use],
                       max_names: int) -> list[Use] | None:

@@ -49,6 +49,10 @@ LEAF_ON_A_PATH = "leaf-on-a-path"
 # Tag of the UNKNOWN copy ``w.to(device)`` / ``w.cuda()`` of such a value: a non-leaf on that path.
 MOVED_LEAF_ON_A_PATH = "moved-leaf-on-a-path"
 _PATH_TAGS = frozenset({LEAF_ON_A_PATH, MOVED_LEAF_ON_A_PATH})
+# Tag of the UNKNOWN join of values that each require grad, a leaf on one path and a non-leaf on
+# the other (``h = emb.weight`` joined with ``h = A @ h`` of a loop's earlier iteration): which
+# it is is not known, but an op on it makes a non-leaf, and numpy of it raises.
+REQUIRES_GRAD_ON_EVERY_PATH = "requires-grad-on-every-path"
 
 # Tag of a NONLEAF view (``b = w.view(2, -1)``, ``w[0]``, ``w.t()``) of a leaf that requires grad,
 # made in grad mode: an in-place op on it raises like one on the leaf itself (measured).
@@ -163,7 +167,13 @@ def _some_path_value(a: Value | None, b: Value | None) -> Value:
         if value.kind is Kind.LEAF and not value.tags & ASSUMED_TAGS:
             tags |= {LEAF_ON_A_PATH}
         tags |= value.tags & _PATH_TAGS
+    if a is not None and b is not None and _requires_grad_certainly(a) and _requires_grad_certainly(b):
+        tags |= {REQUIRES_GRAD_ON_EVERY_PATH}
     return Value(Kind.UNKNOWN, tags=tags) if tags else UNKNOWN
+
+
+def _requires_grad_certainly(value: Value) -> bool:
+    return (value.certainly_requires_grad or REQUIRES_GRAD_ON_EVERY_PATH in value.tags) and value.kind is not Kind.COLLECTION
 
 
 def join_states(

@@ -12,10 +12,11 @@ from torchlint.analysis import torch_api as api
 from torchlint.analysis.histories import holds_graph_carrying_losses
 from torchlint.analysis.plots import plots_on_axes
 from torchlint.analysis.uses import Sink
-from torchlint.analysis.values import ASSUMED_TAGS
+from torchlint.analysis.values import ASSUMED_TAGS, REQUIRES_GRAD_ON_EVERY_PATH
 from torchlint.rule import Fix, FixSafety, Rule
 
 _M6 = "Can't call numpy() on Tensor that requires grad"
+_MODULE_OUTPUT = frozenset({"model-output"})
 
 
 class NumpyOfGradTensor(Rule):
@@ -62,9 +63,13 @@ class NumpyOfGradTensor(Rule):
             if lists_only and value.kind is Kind.COLLECTION and self._result_backpropagated(node, value):
                 self._report_backpropagated_reduction(node, qualified)
                 return
-            if value.kind is Kind.COLLECTION and not value.carries_grad and self._graph_history(arg.value):
+            holds = _holds_grad(value)
+            if value.kind is Kind.COLLECTION and not holds and self._graph_history(arg.value):
                 condition: Callable[[], bool] | None = None  # (a backward() went through them)
-            elif not value.carries_grad or _assumed(value) or (lists_only and value.is_tensor):
+            elif value.kind is Kind.COLLECTION and not holds and (
+                    later := self._holds_grad_given_call_sites(arg.value)) is not None:
+                condition = later
+            elif not holds or _assumed(value) or (lists_only and value.is_tensor):
                 continue
             else:
                 condition = self.ctx.requires_grad_when_run(value)
@@ -79,10 +84,12 @@ class NumpyOfGradTensor(Rule):
             else:
                 what = "holds tensors that require grad"
                 # A list of tensors: each element has to be detached (or recorded with `.item()`).
+            remedy = "detach it first (`.detach()`, or record `.item()` values)"
+            if lists_only and function in ("sum", "mean"):  # (a forward may mean its result to keep the graph)
+                remedy += f", or reduce with `torch.stack(...).{function}(0)`, which keeps the graph"
             self.report(
                 node,
-                f"`{name}` {what}: `{function}(...)` converts it with `.numpy()`, which raises '{_M6}'; "
-                "detach it first (`.detach()`, or record `.item()` values)",
+                f"`{name}` {what}: `{function}(...)` converts it with `.numpy()`, which raises '{_M6}'; {remedy}",
                 fix,
                 when=condition,
             )
@@ -94,6 +101,24 @@ class NumpyOfGradTensor(Rule):
             return False
         region = self.ctx.region
         return holds_graph_carrying_losses(self.ctx, region, expr.value)
+
+    def _holds_grad_given_call_sites(self, expr: cst.BaseExpression) -> Callable[[], bool] | None:
+        """A list built in a method analysed before the methods that call it (a module's
+        ``forward`` called from another module's ``forward``): a condition -- with the
+        parameters bound to what every call site passes, it holds tensors that require grad
+        (``final = [embedding]`` where the caller passes ``self.embedding.weight``)."""
+        mode = self.ctx.grad_mode
+        later = self.ctx.value_given_call_sites(expr) if not mode.statically_disabled else None
+        if later is None:
+            return None
+
+        def holds() -> bool:
+            found = later()
+            return (found is not None and found.kind is Kind.COLLECTION and _holds_grad(found)
+                    and not _assumed(found) and not mode.is_disabled()
+                    and not (found.tagged_within(_MODULE_OUTPUT) and self.ctx.parameters_may_be_frozen))
+
+        return holds
 
     def _result_backpropagated(self, node: cst.Call, collection: Value) -> bool:
         """``loss = np.sum([criterion(out[j], y) for j in ...]); loss.backward()``: the result
@@ -134,6 +159,15 @@ class NumpyOfGradTensor(Rule):
             f"`{spelled}` converts each with `.numpy()`, which raises '{_M6}'; "
             f"reduce with `torch.stack(...).{function}(0)` (or `sum(...)`), which keeps the graph",
         )
+
+
+def _holds_grad(value: Value) -> bool:
+    """Requires grad, or holds tensors that do: also a list whose items are a leaf that requires
+    grad and non-leaves made from it (``final = [h]``, then ``h = A @ h; final.append(h)``)."""
+    if value.carries_grad:
+        return True
+    element = value.element if value.kind is Kind.COLLECTION and value.items is None else None
+    return element is not None and REQUIRES_GRAD_ON_EVERY_PATH in element.tags
 
 
 def _requires_grad(value: Value) -> bool:
