@@ -27,7 +27,7 @@ import libcst as cst
 
 from torchlint import fixes
 from torchlint.analysis import Kind, dotted_name, keyword_arg, positional_args
-from torchlint.analysis.effects import CallEffects, Place
+from torchlint.analysis.effects import CallEffects, Place, defined_names
 from torchlint.analysis.events import EventKind
 from torchlint.analysis.module_graph import Forward, related
 from torchlint.analysis.scopes import CALLED_WITH_GRAD_BY_FRAMEWORK
@@ -40,6 +40,9 @@ from torchlint.analysis.torch_api import (
     is_inplace_method,
 )
 from torchlint.analysis.flow import Flow
+from torchlint.analysis.instance_constants import constructor_literals, reachable
+from torchlint.analysis.scopes import FunctionInfo
+from torchlint.analysis.values import Value
 from torchlint.rule import Fix, FixSafety, Rule
 from torchlint.saved_tensors import (
     BOTH,
@@ -75,12 +78,26 @@ _AUG_TO_BINARY: dict[type[cst.BaseAugOp], type[cst.BaseBinaryOp]] = {
 
 
 _NO_FORWARDS: frozenset[Forward] = frozenset()
+# Calls of this file's functions inside the functions looked into: how deep (``_ReturnProbe``).
+_MAX_SUMMARY_DEPTH = 3
 
 
 @dataclass(frozen=True)
 class _Saved:
     op: cst.CSTNode  # the op that saved the tensor
     role: str  # OUTPUT (its result) or INPUT (one of its inputs)
+    inside: str | None = None  # (a call of this file's function or module) the op in it that saved it
+
+
+@dataclass(frozen=True)
+class _HelperCall:
+    """A call of a function or module of this file: whether its result is an output autograd saved
+    is asked when something changes it in place (``_helper_output``)."""
+
+    call: cst.Call
+    callee: FunctionInfo | None  # the function, or the module's ``forward``; None: an ``nn.Sequential``
+    passed: dict[str, Value]  # parameter -> what the call passes
+    instance: Value | None  # the module called (its constructor's literals decide branches)
 
 
 @dataclass(frozen=True)
@@ -127,8 +144,13 @@ class SavedTensorInplace(Rule):
     # in-place nn module in an nn.Sequential.
     tokens = ("backward", "forward", "training_step", "inplace")
 
-    def __init__(self, *args: object, **kwargs: object) -> None:
+    def __init__(self, *args: object, probe_of: FunctionInfo | None = None, **kwargs: object) -> None:
         super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+        # A probe (``_summarise_returns``): this rule's model of what ops save, run over a callee's
+        # body on behalf of a call; it records what each ``return`` gives, reports nothing and
+        # tracks no optimizer.
+        self._probe_of = probe_of
+        self.probe_returns: list[tuple[cst.Return, str | None]] = []
         self._table = saved_tensor_table()
         self._saved: dict[object, dict[Identity, _Saved]] = {}  # scope -> tensor -> the op that saved it
         # Which tensor an expression is, and which saving ops a value was computed from (the model's).
@@ -136,7 +158,11 @@ class SavedTensorInplace(Rule):
         self._changes: dict[object, list[_Change]] = {}  # scope -> changes waiting for a backward()
         self._reported: set[int] = set()  # ids of nodes already reported
         # Optimizer steps: which modules values went through is the model's (``module_graph``).
-        self._graph = self.ctx.track_module_graph() if "step" in self.ctx.source else None
+        self._graph = self.ctx.track_module_graph() if "step" in self.ctx.source and probe_of is None else None
+        # scope -> identity -> a call of this file's function or module that made it (``_HelperCall``)
+        self._helper_calls: dict[object, dict[Identity, _HelperCall]] = {}
+        self._defined: set[str] | None = None  # names of the file's ``def`` statements
+        self._returns_saved: dict[tuple, str | None] = {}  # (callee, instance, passed kinds) -> saving op
         self._steps: dict[object, list[_Step]] = {}  # scope -> steps waiting for a backward()
         self._freed: dict[object, set[int]] = {}  # scope -> forwards (call ids) a backward() freed
         self._retained: dict[object, frozenset[Forward]] = {}  # scope -> the graph the last backward() kept
@@ -280,11 +306,10 @@ class SavedTensorInplace(Rule):
             return saves, operands[:2]
         return saves, operands[:1]
 
-    def _module_of_call(self, node: cst.Call) -> tuple[str | None, cst.Call | None]:
-        """(the built-in nn module's name, its constructor call) when ``node`` calls one."""
-        if self.ctx.qualify(node.func) is not None:
-            return None, None
-        found = self.ctx.builtin_module(self.ctx.value_of(node.func))
+    def _module_of_call(self, callee: Value | None) -> tuple[str | None, cst.Call | None]:
+        """(the built-in nn module's name, its constructor call) when the callee (the value of a
+        call's ``func``; None: a qualified name) is one."""
+        found = self.ctx.builtin_module(callee) if callee is not None else None
         return found if found is not None else (None, None)
 
     # ------------------------------------------------------------ calls
@@ -309,7 +334,8 @@ class SavedTensorInplace(Rule):
         if qualified == "torch.nn.Sequential":
             self._check_sequential(node)
         args = positional_args(node)
-        module = self._module_of_call(node)  # (both checks below need it; asking is free of effects)
+        callee = self.ctx.value_of(func) if qualified is None else None
+        module = self._module_of_call(callee)  # (both checks below need it; asking is free of effects)
         if self._check_inplace_call(node, qualified, args, module):
             return
         if type(func) is cst.Attribute and func.attr.value in STORING_METHODS:
@@ -319,9 +345,101 @@ class SavedTensorInplace(Rule):
             saves = self._table.module(module_name)
             if saves in (INPUT, OUTPUT, BOTH) and args:
                 self._record_op(node, saves, args[:1])
+            elif module_name == "Sequential" and callee is not None:
+                self._note_helper_call(node, None, callee)
             return
         saves, operands = self._op_of_call(node, qualified, args)
         self._record_op(node, saves, operands)
+        if saves is None and callee is not None:
+            self._note_helper_call(node, self._callee_of(node, callee), callee)
+
+    # ------------------------------------------------------------ this file's functions and modules
+    def _callee_of(self, node: cst.Call, callee: Value) -> FunctionInfo | None:
+        """The body a call of this file runs: a module's ``forward``, a function or method (not a
+        constructor or a property)."""
+        if callee.kind is Kind.MODULE:
+            if callee.cls is None or callee.cls.node is None:
+                return None
+            return callee.cls.method("forward")
+        func = node.func
+        name = func.value if type(func) is cst.Name else func.attr.value if type(func) is cst.Attribute else None
+        if self._defined is None:
+            self._defined = defined_names(self.ctx.source)
+        if name is None or name not in self._defined:
+            return None
+        info = self.ctx.resolve_function(func)
+        if info is None or info.name in ("__init__", "forward") or info.is_property:
+            return None
+        return info
+
+    def _note_helper_call(self, node: cst.Call, info: FunctionInfo | None, callee: Value) -> None:
+        """``h = block(x)``, ``h = self.block(x)``: remember the call, and count it among the saving ops
+        (whether it saved its output is asked only when ``h`` is changed in place)."""
+        if info is None and callee.kind is not Kind.MODULE or self.ctx.grad_mode.statically_disabled:
+            return
+        passed = (self.ctx.arguments_passed(node, info) or {}) if info is not None else {}
+        origin = self.ctx.value_of(node).origin
+        identity = id(origin) if origin is not None else id(node)
+        instance = callee if callee.kind is Kind.MODULE else None
+        self._helper_calls.setdefault(self._scope, {})[identity] = _HelperCall(node, info, passed, instance)
+        self._ids.note_saving(node)
+
+    def _helper_output(self, identity: Identity) -> _Saved | None:
+        """The result of a call of this file's function or module (``identity``), when what the call
+        returns on every path it can take is an output autograd saved (the callee's last op
+        ``F.relu``, an ``nn.Sequential`` ending in ``nn.ReLU``) and no backward() freed it."""
+        calls = self._helper_calls.get(self._scope)
+        helper = calls.pop(identity, None) if calls else None
+        if helper is None:
+            return None
+        inside = self._saved_output_returned(helper)
+        if inside is None:
+            return None
+        saved = _Saved(helper.call, OUTPUT, inside)
+        self._saved.setdefault(self._scope, {})[identity] = saved
+        return saved
+
+    def _saved_output_returned(self, helper: _HelperCall) -> str | None:
+        """The op (its source) in the callee whose saved output the call returns, or None."""
+        instance = helper.instance
+        if helper.callee is None:  # an `nn.Sequential`: its last layer's output
+            constructor = instance.origin if instance is not None else None
+            layers = [arg.value for arg in constructor.args] if isinstance(constructor, cst.Call) else []
+            if not layers or any(arg.star or arg.keyword for arg in constructor.args):  # type: ignore[union-attr]
+                return None
+            last = self._layer_constructor(layers[-1])
+            if last is None or not self._layer_saves_output(last):
+                return None
+            fed = [self.ctx.value_of(layer) for layer in layers[:-1]]  # (the last layer's input requires grad)
+            trained = any(value.kind is Kind.MODULE and "parameterless" not in value.tags for value in fed)
+            inputs = positional_args(helper.call)
+            if not trained and not (inputs and self.ctx.value_of(inputs[0]).certainly_requires_grad):
+                return None
+            return _short(fixes.source_of(layers[-1]))
+        key = (id(helper.callee), id(instance.origin) if instance is not None else None,
+               tuple(sorted((name, value.kind.value) for name, value in helper.passed.items())))
+        if key not in self._returns_saved:
+            self._returns_saved[key] = None  # (recursion)
+            self._returns_saved[key] = self._summarise_returns(helper)
+        return self._returns_saved[key]
+
+    def _summarise_returns(self, helper: _HelperCall) -> str | None:
+        """Walk the callee with this rule's model of what ops save (``_ReturnProbe``): the saving op
+        of its returns that can run for this instance, when every one of them returns a saved output."""
+        info = helper.callee
+        assert info is not None
+        if self.ctx.summary_depth >= _MAX_SUMMARY_DEPTH or info.node.asynchronous is not None:
+            return None
+        from torchlint.analysis.analyzer import Analyzer
+
+        walker = Analyzer.for_summary(self.ctx)
+        probe = SavedTensorInplace(walker, [], self.options, probe_of=info)
+        walker.attach([probe])
+        walker.summarise(info, helper.passed)
+        instance = helper.instance
+        literals = constructor_literals(instance.cls, instance.origin) if instance is not None and instance.cls else {}
+        found = [inside for node, inside in probe.probe_returns if reachable(info, node, literals)]
+        return found[0] if found and all(found) else None
 
     def _check_inplace_call(
         self,
@@ -408,13 +526,17 @@ class SavedTensorInplace(Rule):
     def _changed(self, target: cst.BaseExpression, node: cst.CSTNode, how: str, fix: Fix | None) -> None:
         identity, via_data = self._ids.resolve(target)
         saved = self._saved.get(self._scope, {}).get(identity) if identity is not None else None
+        if saved is None and identity is not None and self._helper_calls:
+            saved = self._helper_output(identity)
         if saved is None:
             return
         name = fixes.source_of(_strip_data(target))
-        op = _short(fixes.source_of(saved.op))
+        op = f"`{_short(fixes.source_of(saved.op))}`"
+        if saved.inside is not None:
+            op += f" (it returns `{saved.inside}`)"
         if via_data:
             message = (
-                f"{how} changes `{name}` through `.data` after `{op}` saved "
+                f"{how} changes `{name}` through `.data` after {op} saved "
                 f"{'it' if saved.role == OUTPUT else 'it as an input'} for backward: autograd cannot see the "
                 "change, so there is no error but backward() computes a wrong gradient from the changed values; "
                 "use an out-of-place op, or `.clone()` first"
@@ -422,7 +544,7 @@ class SavedTensorInplace(Rule):
         else:
             whose = "the output of" if saved.role == OUTPUT else "saved for backward by"
             message = (
-                f"{how} changes `{name}`, {whose} `{op}`: autograd saved it for backward, so backward() raises "
+                f"{how} changes `{name}`, {whose} {op}: autograd saved it for backward, so backward() raises "
                 f"'{M4}'; use an out-of-place op, or `.clone()` first"
             )
         if self.ctx.grad_mode.statically_disabled:
@@ -441,11 +563,30 @@ class SavedTensorInplace(Rule):
             saved = self._saved.get(self._scope, {})
             for identity in [i for i, record in saved.items() if id(record.op) in reached]:
                 del saved[identity]
+            calls = self._helper_calls.get(self._scope, {})
+            for identity in [i for i, helper in calls.items() if id(helper.call) in reached]:
+                del calls[identity]
 
     def leave_Return(self, node: cst.Return) -> None:
         """In ``forward()`` the framework runs backward from what it returns."""
+        if self._probe_of is not None:
+            if self.ctx.function is self._probe_of:
+                self.probe_returns.append((node, self._saved_output_of(node.value)))
+            return
         if node.value is not None and self._in_forward():
             self._report_changes(self._ids.deps_of(node.value), None)
+
+    def _saved_output_of(self, value: cst.BaseExpression | None) -> str | None:
+        """(A probe) the op whose saved output ``value`` is, if it is one."""
+        identity, via_data = self._ids.resolve(value) if value is not None else (None, False)
+        if identity is None or via_data:
+            return None
+        saved = self._saved.get(self._scope, {}).get(identity)
+        if saved is None and self._helper_calls:
+            saved = self._helper_output(identity)
+        if saved is None or saved.role != OUTPUT:
+            return None
+        return saved.inside or _short(fixes.source_of(saved.op))
 
     def _report_changes(self, reached: frozenset[int], backward: cst.CSTNode | None) -> None:
         """Report the waiting changes of what ``reached`` saved; with a ``backward`` call, only those
