@@ -185,8 +185,8 @@ class ModuleGraph:
     def _stored_by_forward(self, attribute: cst.Attribute) -> Forward | None:
         """``encoder.z_mean`` read after ``encoder(x)`` in this function: a tensor the module's forward
         stored on it, so it carries that forward's graph -- the latest forward of the module (not a
-        parameter, submodule or configuration attribute; a module class of this file: its
-        ``forward`` assigns the attribute)."""
+        parameter, submodule or configuration attribute).  Only for a module whose class is not in
+        this file: what a forward of this file stores is known exactly (``fresh_stores``)."""
         owner = dotted_name(attribute.value)
         forward = self._last_forward.get((self._ctx.function, owner)) if owner is not None else None
         attr = attribute.attr.value
@@ -194,11 +194,8 @@ class ModuleGraph:
             return None
         if self._ctx.value_of(attribute).kind is not Kind.UNKNOWN:
             return None  # a submodule, a parameter, a number ...
-        cls = self._ctx.value_of(attribute.value).cls
-        if cls is not None:
-            method = cls.method("forward")
-            if method is None or "self." + attr not in call_effects.assigned_self_attributes(self, method):
-                return None
+        if self._ctx.value_of(attribute.value).cls is not None:
+            return None
         return forward
 
     def optimized_modules(self, optimizer: cst.BaseExpression) -> frozenset[str] | None:

@@ -42,7 +42,7 @@ from torchlint.analysis.torch_api import (
 from torchlint.analysis.flow import Flow
 from torchlint.analysis.instance_constants import constructor_literals, reachable
 from torchlint.analysis.scopes import FunctionInfo
-from torchlint.analysis.values import Value
+from torchlint.analysis.values import UNKNOWN as UNKNOWN_VALUE, Value
 from torchlint.rule import Fix, FixSafety, Rule
 from torchlint.saved_tensors import (
     BOTH,
@@ -87,6 +87,28 @@ class _Saved:
     op: cst.CSTNode  # the op that saved the tensor
     role: str  # OUTPUT (its result) or INPUT (one of its inputs)
     inside: str | None = None  # (a call of this file's function or module) the op in it that saved it
+
+
+@dataclass(frozen=True)
+class _Summary:
+    """What a call of this file's function or module does to what autograd saved (``_summarise``)."""
+
+    returns: str | None  # the op whose saved output every return the call can take gives
+    saves: dict[str, str]  # parameter -> the op in the body that saved it for backward
+    # The first in-place change of each parameter: (parameter, the change, how, its statement).
+    writes: tuple[tuple[str, cst.CSTNode, str, cst.CSTNode | None], ...]
+
+
+_NO_SUMMARY = _Summary(None, {}, ())
+
+
+@dataclass(frozen=True)
+class _Layers:
+    """An ``nn.Sequential``'s layers, read where it is built (its arguments are that scope's names)."""
+
+    first: Value  # the first layer (``*layers``: what the list holds)
+    last: cst.Call | None  # the last layer's constructor (None: not known, or ``*layers``)
+    trained_before_last: bool  # a layer before the last has parameters: the last one's input requires grad
 
 
 @dataclass(frozen=True)
@@ -151,6 +173,13 @@ class SavedTensorInplace(Rule):
         # tracks no optimizer.
         self._probe_of = probe_of
         self.probe_returns: list[tuple[cst.Return, str | None]] = []
+        self.probe_writes: list[tuple[str, cst.CSTNode, str, cst.CSTNode | None]] = []
+        # The callee's parameters by identity (a parameter's value is made by its ``Param`` node).
+        params = probe_of.node.params if probe_of is not None else None
+        listed = [*params.posonly_params, *params.params, *params.kwonly_params] if params is not None else []
+        if probe_of is not None and probe_of.is_method:
+            listed = listed[1:]
+        self.probe_params: dict[Identity, str] = {id(param): param.name.value for param in listed}
         self._table = saved_tensor_table()
         self._saved: dict[object, dict[Identity, _Saved]] = {}  # scope -> tensor -> the op that saved it
         # Which tensor an expression is, and which saving ops a value was computed from (the model's).
@@ -162,7 +191,10 @@ class SavedTensorInplace(Rule):
         # scope -> identity -> a call of this file's function or module that made it (``_HelperCall``)
         self._helper_calls: dict[object, dict[Identity, _HelperCall]] = {}
         self._defined: set[str] | None = None  # names of the file's ``def`` statements
-        self._returns_saved: dict[tuple, str | None] = {}  # (callee, instance, passed kinds) -> saving op
+        self._summaries: dict[tuple, _Summary] = {}  # (callee, instance, passed kinds) -> its summary
+        self._layers: dict[int, _Layers] = {}  # nn.Sequential constructor id -> its layers (shared with probes)
+        # scope -> identity -> the calls of this file's functions and modules it was passed to (parameter)
+        self._passed: dict[object, dict[Identity, list[tuple[_HelperCall, str]]]] = {}
         self._steps: dict[object, list[_Step]] = {}  # scope -> steps waiting for a backward()
         self._freed: dict[object, set[int]] = {}  # scope -> forwards (call ids) a backward() freed
         self._retained: dict[object, frozenset[Forward]] = {}  # scope -> the graph the last backward() kept
@@ -333,6 +365,7 @@ class SavedTensorInplace(Rule):
         qualified = self.ctx.qualify(func)
         if qualified == "torch.nn.Sequential":
             self._check_sequential(node)
+            self._note_layers(node)
         args = positional_args(node)
         callee = self.ctx.value_of(func) if qualified is None else None
         module = self._module_of_call(callee)  # (both checks below need it; asking is free of effects)
@@ -345,6 +378,9 @@ class SavedTensorInplace(Rule):
             saves = self._table.module(module_name)
             if saves in (INPUT, OUTPUT, BOTH) and args:
                 self._record_op(node, saves, args[:1])
+            if saves in (INPUT, BOTH, OTHER_OPERAND) and args and callee is not None \
+                    and "parameterless" not in callee.tags and not self.ctx.grad_mode.statically_disabled:
+                self._save(args[0], node, INPUT)  # a layer with a weight saves its input for the weight's gradient
             elif module_name == "Sequential" and callee is not None:
                 self._note_helper_call(node, None, callee)
             return
@@ -374,72 +410,152 @@ class SavedTensorInplace(Rule):
 
     def _note_helper_call(self, node: cst.Call, info: FunctionInfo | None, callee: Value) -> None:
         """``h = block(x)``, ``h = self.block(x)``: remember the call, and count it among the saving ops
-        (whether it saved its output is asked only when ``h`` is changed in place)."""
+        (whether it saved its output, or its argument ``x``, is asked only when one of them is changed
+        in place).  An argument autograd already saved that the callee changes in place is changed here."""
         if info is None and callee.kind is not Kind.MODULE or self.ctx.grad_mode.statically_disabled:
             return
         passed = (self.ctx.arguments_passed(node, info) or {}) if info is not None else {}
         origin = self.ctx.value_of(node).origin
         identity = id(origin) if origin is not None else id(node)
         instance = callee if callee.kind is Kind.MODULE else None
-        self._helper_calls.setdefault(self._scope, {})[identity] = _HelperCall(node, info, passed, instance)
+        helper = _HelperCall(node, info, passed, instance)
+        arguments = self._arguments_of(node, info)
+        scope = self._scope
+        for name, argument in arguments.items():
+            held = self._ids.resolve(argument)[0]
+            if held is None:
+                continue
+            if held in self._saved.get(scope, {}) or held in self._passed.get(scope, {}) \
+                    or held in self._helper_calls.get(scope, {}):
+                for param, change, how, statement in self._summary(helper).writes:
+                    if param == name:  # (the callee's own statement: `# noqa` there)
+                        where = f"{info.cls.name}.{info.name}" if info is not None and info.cls else getattr(info, "name", "?")
+                        self._changed(argument, change, f"{how} in `{where}()` (called as "
+                                      f"`{_short(fixes.source_of(node))}`)", None, statement)
+            self._passed.setdefault(scope, {}).setdefault(held, []).append((helper, name))
+        self._helper_calls.setdefault(scope, {})[identity] = helper
         self._ids.note_saving(node)
+
+    def _arguments_of(self, node: cst.Call, info: FunctionInfo | None) -> dict[str, cst.BaseExpression]:
+        """Parameter -> the argument ``node`` passes (an ``nn.Sequential``: its input as ``input``)."""
+        if info is None:
+            args = positional_args(node)
+            return {"input": args[0]} if len(node.args) == 1 and args else {}
+        from torchlint.analysis.functions import argument_expressions
+
+        return argument_expressions(node, info) or {}
 
     def _helper_output(self, identity: Identity) -> _Saved | None:
         """The result of a call of this file's function or module (``identity``), when what the call
         returns on every path it can take is an output autograd saved (the callee's last op
-        ``F.relu``, an ``nn.Sequential`` ending in ``nn.ReLU``) and no backward() freed it."""
+        ``F.relu``, an ``nn.Sequential`` ending in ``nn.ReLU``) and no backward() freed it; or a
+        tensor such a call was handed and saved (its first layer a convolution)."""
         calls = self._helper_calls.get(self._scope)
         helper = calls.pop(identity, None) if calls else None
-        if helper is None:
-            return None
-        inside = self._saved_output_returned(helper)
-        if inside is None:
-            return None
-        saved = _Saved(helper.call, OUTPUT, inside)
+        if helper is not None:
+            inside = self._summary(helper).returns
+            if inside is not None:
+                return self._remember(identity, _Saved(helper.call, OUTPUT, inside))
+        for helper, name in self._passed.get(self._scope, {}).pop(identity, ()):
+            inside = self._summary(helper).saves.get(name)
+            if inside is not None:
+                return self._remember(identity, _Saved(helper.call, INPUT, inside))
+        return None
+
+    def _remember(self, identity: Identity, saved: _Saved) -> _Saved:
         self._saved.setdefault(self._scope, {})[identity] = saved
         return saved
 
-    def _saved_output_returned(self, helper: _HelperCall) -> str | None:
-        """The op (its source) in the callee whose saved output the call returns, or None."""
+    def _summary(self, helper: _HelperCall) -> _Summary:
         instance = helper.instance
-        if helper.callee is None:  # an `nn.Sequential`: its last layer's output
-            constructor = instance.origin if instance is not None else None
-            layers = [arg.value for arg in constructor.args] if isinstance(constructor, cst.Call) else []
-            if not layers or any(arg.star or arg.keyword for arg in constructor.args):  # type: ignore[union-attr]
-                return None
-            last = self._layer_constructor(layers[-1])
-            if last is None or not self._layer_saves_output(last):
-                return None
-            fed = [self.ctx.value_of(layer) for layer in layers[:-1]]  # (the last layer's input requires grad)
-            trained = any(value.kind is Kind.MODULE and "parameterless" not in value.tags for value in fed)
-            inputs = positional_args(helper.call)
-            if not trained and not (inputs and self.ctx.value_of(inputs[0]).certainly_requires_grad):
-                return None
-            return _short(fixes.source_of(layers[-1]))
+        if helper.callee is None:
+            return self._sequential_summary(helper)
         key = (id(helper.callee), id(instance.origin) if instance is not None else None,
                tuple(sorted((name, value.kind.value) for name, value in helper.passed.items())))
-        if key not in self._returns_saved:
-            self._returns_saved[key] = None  # (recursion)
-            self._returns_saved[key] = self._summarise_returns(helper)
-        return self._returns_saved[key]
+        if key not in self._summaries:
+            self._summaries[key] = _NO_SUMMARY  # (recursion)
+            self._summaries[key] = self._summarise(helper)
+        return self._summaries[key]
 
-    def _summarise_returns(self, helper: _HelperCall) -> str | None:
-        """Walk the callee with this rule's model of what ops save (``_ReturnProbe``): the saving op
-        of its returns that can run for this instance, when every one of them returns a saved output."""
+    def _note_layers(self, node: cst.Call) -> None:
+        args = node.args
+        if not args or any(arg.keyword for arg in args):
+            return
+        first = self.ctx.value_of(args[0].value)
+        if args[0].star:
+            first = first.element if first.kind is Kind.COLLECTION and first.element is not None else UNKNOWN_VALUE
+        starred = any(arg.star for arg in args)
+        last = None if starred else self._layer_constructor(args[-1].value)
+        trained = any(value.kind is Kind.MODULE and "parameterless" not in value.tags
+                      for value in (self.ctx.value_of(arg.value) for arg in args[:-1]))
+        self._layers[id(node)] = _Layers(first, last, trained)
+
+    def _sequential_summary(self, helper: _HelperCall) -> _Summary:
+        """An ``nn.Sequential``: it returns its last layer's output and saves its input when its first
+        layer does (a layer with a weight, a module of this file whose forward saves it)."""
+        constructor = helper.instance.origin if helper.instance is not None else None
+        layers = self._layers.get(id(constructor)) if constructor is not None else None
+        if layers is None:
+            return _NO_SUMMARY
+        saves = self._first_layer_saves(layers.first, helper.call)
+        last = layers.last
+        if last is None or not self._layer_saves_output(last):
+            return _Summary(None, saves, ())
+        inputs = positional_args(helper.call)
+        if not layers.trained_before_last and not (inputs and self.ctx.value_of(inputs[0]).certainly_requires_grad):
+            return _Summary(None, saves, ())
+        return _Summary(_short(fixes.source_of(last)), saves, ())
+
+    def _first_layer_saves(self, value: Value, call: cst.Call) -> dict[str, str]:
+        """``{"input": op}`` when the first layer of an ``nn.Sequential`` saves its input."""
+        if value.kind is not Kind.MODULE:
+            return {}
+        found = self.ctx.builtin_module(value)
+        if found is not None:
+            name, _ = found
+            if self._table.module(name) in (INPUT, BOTH, OTHER_OPERAND) and "parameterless" not in value.tags:
+                return {"input": _short(fixes.source_of(found[1]))}
+            return {}
+        forward = value.cls.method("forward") if value.cls is not None and value.cls.node is not None else None
+        params = [p.name.value for p in forward.node.params.params[1:]] if forward is not None else []
+        if not params:
+            return {}
+        inside = self._summary(_HelperCall(call, forward, {}, value)).saves.get(params[0])
+        return {"input": inside} if inside is not None else {}
+
+    def _summarise(self, helper: _HelperCall) -> _Summary:
+        """Walk the callee with this rule's model of what ops save (a probe: ``probe_of``), for the
+        instance called (its constructor's literals decide branches)."""
         info = helper.callee
         assert info is not None
         if self.ctx.summary_depth >= _MAX_SUMMARY_DEPTH or info.node.asynchronous is not None:
-            return None
+            return _NO_SUMMARY
         from torchlint.analysis.analyzer import Analyzer
 
         walker = Analyzer.for_summary(self.ctx)
         probe = SavedTensorInplace(walker, [], self.options, probe_of=info)
+        probe._layers = self._layers
         walker.attach([probe])
         walker.summarise(info, helper.passed)
         instance = helper.instance
         literals = constructor_literals(instance.cls, instance.origin) if instance is not None and instance.cls else {}
         found = [inside for node, inside in probe.probe_returns if reachable(info, node, literals)]
-        return found[0] if found and all(found) else None
+        writes: dict[str, tuple[str, cst.CSTNode, str, cst.CSTNode | None]] = {}
+        for write in probe.probe_writes:
+            if write[0] not in writes and reachable(info, write[1], literals):
+                writes[write[0]] = write
+        return _Summary(found[0] if found and all(found) else None, probe.probe_saved_parameters(),
+                        tuple(writes.values()))
+
+    def probe_saved_parameters(self) -> dict[str, str]:
+        """(A probe, after its walk) parameter -> the op that saved it."""
+        found: dict[str, str] = {}
+        saved = self._saved.get(self._scope, {}) if self.ctx.function is self._probe_of else {}
+        for identity, name in self.probe_params.items():
+            record = saved.get(identity) or self._helper_output(identity)
+            if record is not None:
+                found[name] = record.inside or _short(fixes.source_of(record.op))
+        return found
 
     def _check_inplace_call(
         self,
@@ -523,8 +639,14 @@ class SavedTensorInplace(Rule):
         self._ids.add_deps(self._ids.holder(target), self._ids.deps_of(node.value))  # `total += loss`
 
     # ------------------------------------------------------------ changes
-    def _changed(self, target: cst.BaseExpression, node: cst.CSTNode, how: str, fix: Fix | None) -> None:
+    def _changed(
+        self, target: cst.BaseExpression, node: cst.CSTNode, how: str, fix: Fix | None,
+        statement: cst.CSTNode | None = None,
+    ) -> None:
         identity, via_data = self._ids.resolve(target)
+        if self._probe_of is not None and identity in self.probe_params and not via_data \
+                and self.ctx.function is self._probe_of:
+            self.probe_writes.append((self.probe_params[identity], node, how, self.ctx.statement))
         saved = self._saved.get(self._scope, {}).get(identity) if identity is not None else None
         if saved is None and identity is not None and self._helper_calls:
             saved = self._helper_output(identity)
@@ -533,7 +655,7 @@ class SavedTensorInplace(Rule):
         name = fixes.source_of(_strip_data(target))
         op = f"`{_short(fixes.source_of(saved.op))}`"
         if saved.inside is not None:
-            op += f" (it returns `{saved.inside}`)"
+            op += f" (it returns `{saved.inside}`)" if saved.role == OUTPUT else f" (`{saved.inside}` in it)"
         if via_data:
             message = (
                 f"{how} changes `{name}` through `.data` after {op} saved "
@@ -549,7 +671,7 @@ class SavedTensorInplace(Rule):
             )
         if self.ctx.grad_mode.statically_disabled:
             fix = None  # out of place under no_grad() the result would lose its graph
-        change = _Change(saved.op, node, message, fix, self.ctx.statement)
+        change = _Change(saved.op, node, message, fix, statement or self.ctx.statement)
         self._changes.setdefault(self._scope, []).append(change)
 
     def _backward(self, call: cst.Call, roots: tuple[cst.BaseExpression, ...], retains_graph: bool) -> None:
@@ -566,6 +688,8 @@ class SavedTensorInplace(Rule):
             calls = self._helper_calls.get(self._scope, {})
             for identity in [i for i, helper in calls.items() if id(helper.call) in reached]:
                 del calls[identity]
+            for identity, helpers in self._passed.get(self._scope, {}).items():
+                helpers[:] = [entry for entry in helpers if id(entry[0].call) not in reached]
 
     def leave_Return(self, node: cst.Return) -> None:
         """In ``forward()`` the framework runs backward from what it returns."""
