@@ -115,6 +115,10 @@ class TensorIdentities:
             return base, via_data or aliased_data
         return identity, via_data
 
+    def latest(self, key: str) -> Identity | None:
+        """The object the latest binding of ``key`` in this function (in program order) holds."""
+        return self._last_holder.get((self._ctx.function, key))
+
     def holder(self, expr: cst.BaseExpression) -> Identity | None:
         """The object (tensor, list, number ...) ``expr`` names, for dependency tracking."""
         return self.resolve(expr, tensors_only=False)[0]

@@ -436,6 +436,13 @@ class SavedTensorInplace(Rule):
         self._helper_calls.setdefault(scope, {})[identity] = helper
         self._ids.note_saving(node)
 
+    def _unambiguous(self, target: cst.BaseExpression, identity: Identity) -> bool:
+        """``target``'s name holds ``identity`` on every path: its latest binding is that object too
+        (not ``out = t.clone()`` in one branch and ``out = t`` in the other)."""
+        key = dotted_name(_strip_data(target))
+        latest = self._ids.latest(key) if key is not None else None
+        return latest is None or latest == identity
+
     def _arguments_of(self, node: cst.Call, info: FunctionInfo | None) -> dict[str, cst.BaseExpression]:
         """Parameter -> the argument ``node`` passes (an ``nn.Sequential``: its input as ``input``)."""
         if info is None:
@@ -645,7 +652,7 @@ class SavedTensorInplace(Rule):
     ) -> None:
         identity, via_data = self._ids.resolve(target)
         if self._probe_of is not None and identity in self.probe_params and not via_data \
-                and self.ctx.function is self._probe_of:
+                and self.ctx.function is self._probe_of and self._unambiguous(target, identity):
             self.probe_writes.append((self.probe_params[identity], node, how, self.ctx.statement))
         saved = self._saved.get(self._scope, {}).get(identity) if identity is not None else None
         if saved is None and identity is not None and self._helper_calls:
