@@ -14,7 +14,9 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
+from torchlint.analysis.effects import blocks_of
 from torchlint.analysis.names import dotted_name
+from torchlint.analysis.walk import children
 
 if TYPE_CHECKING:
     from torchlint.analysis.scopes import ClassInfo, FunctionInfo
@@ -122,7 +124,8 @@ def _branches_to(block: cst.BaseSuite, node: cst.CSTNode) -> list[tuple[cst.Base
     """The (test, in its body) of each ``if`` around ``node`` inside ``block``; None: not in it."""
     for statement in getattr(block, "body", ()):
         if isinstance(statement, (cst.SimpleStatementLine, cst.SimpleStatementSuite)):
-            if any(small is node or _contains(small, node) for small in statement.body):
+            if any(small is node or getattr(small, "value", None) is node for small in statement.body) \
+                    or any(_contains(small, node) for small in statement.body):
                 return []
             continue
         if isinstance(statement, (cst.FunctionDef, cst.ClassDef)):
@@ -131,7 +134,7 @@ def _branches_to(block: cst.BaseSuite, node: cst.CSTNode) -> list[tuple[cst.Base
             found = _in_if(statement, node)
         else:
             found = None
-            for part in _suites(statement):
+            for part in blocks_of(statement):
                 found = _branches_to(part, node)
                 if found is not None:
                     break
@@ -154,51 +157,43 @@ def _in_if(statement: cst.If, node: cst.CSTNode) -> list[tuple[cst.BaseExpressio
     return [(statement.test, False), *inner] if inner is not None else None
 
 
-def _suites(statement: cst.CSTNode) -> list[cst.BaseSuite]:
-    found: list[cst.BaseSuite] = []
-    for name in ("body", "orelse", "finalbody"):
-        part = getattr(statement, name, None)
-        if isinstance(part, (cst.Else, cst.Finally)):
-            found.append(part.body)
-        elif isinstance(part, cst.BaseSuite):
-            found.append(part)
-    for handler in (*getattr(statement, "handlers", ()), *getattr(statement, "cases", ())):
-        found.append(handler.body)
-    return found
-
-
 def _contains(tree: cst.CSTNode, node: cst.CSTNode) -> bool:
-    if tree is node:
-        return True
-    return any(_contains(child, node) for child in tree.children)
+    stack = [tree]
+    while stack:
+        current = stack.pop()
+        if current is node:
+            return True
+        stack.extend(children(current))
+    return False
 
 
 def _self_assignment_counts(cls_node: cst.ClassDef) -> dict[str, int]:
-    """``self.<attr>`` key -> how many assignments (also augmented, annotated) the class body makes to it."""
+    """``self.<attr>`` key -> how many assignments (also augmented, annotated) the class's statements
+    make to it (assignments are statements: no expression is walked)."""
     counts: dict[str, int] = {}
-
-    class Counter(cst.CSTVisitor):
-        def _count(self, target: cst.BaseExpression) -> None:
-            if isinstance(target, (cst.Tuple, cst.List)):
-                for element in target.elements:
-                    self._count(element.value)
-                return
-            key = dotted_name(target)
-            if key is not None and key.startswith("self."):
-                counts[key] = counts.get(key, 0) + 1
-
-        def visit_Assign(self, node: cst.Assign) -> None:
-            for target in node.targets:
-                self._count(target.target)
-
-        def visit_AugAssign(self, node: cst.AugAssign) -> None:
-            self._count(node.target)
-
-        def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
-            self._count(node.target)
-
-    cls_node.visit(Counter())
+    blocks: list[cst.CSTNode] = [cls_node.body]
+    while blocks:
+        block = blocks.pop()
+        for statement in getattr(block, "body", ()):
+            if isinstance(statement, cst.SimpleStatementLine):
+                for small in statement.body:
+                    targets = [t.target for t in small.targets] if isinstance(small, cst.Assign) else \
+                        [small.target] if isinstance(small, (cst.AugAssign, cst.AnnAssign)) else []
+                    for target in targets:
+                        for key in _keys(target):
+                            counts[key] = counts.get(key, 0) + 1
+            elif isinstance(statement, (cst.FunctionDef, cst.ClassDef)):
+                blocks.append(statement.body)
+            else:
+                blocks.extend(blocks_of(statement))
     return counts
+
+
+def _keys(target: cst.BaseExpression) -> list[str]:
+    if isinstance(target, (cst.Tuple, cst.List)):
+        return [key for element in target.elements for key in _keys(element.value)]
+    key = dotted_name(target)
+    return [key] if key is not None and key.startswith("self.") else []
 
 
 __all__ = ["constructor_literals", "reachable"]

@@ -27,7 +27,7 @@ import libcst as cst
 
 from torchlint import fixes
 from torchlint.analysis import Kind, dotted_name, keyword_arg, positional_args
-from torchlint.analysis.effects import CallEffects, Place, defined_names
+from torchlint.analysis.effects import CallEffects, Place, blocks_of, defined_names
 from torchlint.analysis.events import EventKind
 from torchlint.analysis.module_graph import Forward, related
 from torchlint.analysis.scopes import CALLED_WITH_GRAD_BY_FRAMEWORK
@@ -193,6 +193,9 @@ class SavedTensorInplace(Rule):
         self._defined: set[str] | None = None  # names of the file's ``def`` statements
         self._summaries: dict[tuple, _Summary] = {}  # (callee, instance, passed kinds) -> its summary
         self._layers: dict[int, _Layers] = {}  # nn.Sequential constructor id -> its layers (shared with probes)
+        # function (or region) id -> its statements change a parameter (or anything) in place
+        self._changing: dict[int, bool] = {}
+        self._literals: dict[tuple[int, int], dict[str, object]] = {}  # (class, constructor) -> its literals
         # scope -> identity -> the calls of this file's functions and modules it was passed to (parameter)
         self._passed: dict[object, dict[Identity, list[tuple[_HelperCall, str]]]] = {}
         self._steps: dict[object, list[_Step]] = {}  # scope -> steps waiting for a backward()
@@ -223,6 +226,16 @@ class SavedTensorInplace(Rule):
                 self._ids.add_deps(self._ids.holder(target.target.value), deps)
             else:
                 self._ids.bind(target.target, node.value, deps)
+                self._name_helper_result(target.target, node.value)
+
+    def _name_helper_result(self, target: cst.BaseExpression, value: cst.BaseExpression) -> None:
+        """``h = block(x)``: the call's result is known to the name as the object it holds."""
+        calls = self._helper_calls.get(self._scope) if self._helper_calls else None
+        helper = calls.get(id(value)) if calls else None
+        key = dotted_name(target) if helper is not None else None
+        holder = self._ids.latest(key) if key is not None else None
+        if holder is not None:
+            calls[holder] = helper  # type: ignore[index]
 
     def leave_AnnAssign(self, node: cst.AnnAssign) -> None:
         if node.value is not None:
@@ -411,30 +424,59 @@ class SavedTensorInplace(Rule):
     def _note_helper_call(self, node: cst.Call, info: FunctionInfo | None, callee: Value) -> None:
         """``h = block(x)``, ``h = self.block(x)``: remember the call, and count it among the saving ops
         (whether it saved its output, or its argument ``x``, is asked only when one of them is changed
-        in place).  An argument autograd already saved that the callee changes in place is changed here."""
+        in place).  An argument autograd already saved that the callee changes in place is changed here.
+        Where nothing here changes a value in place and the callee no parameter, only a module call's
+        arguments are remembered (a later callee may change them), without their values."""
         if info is None and callee.kind is not Kind.MODULE or self.ctx.grad_mode.statically_disabled:
             return
-        passed = (self.ctx.arguments_passed(node, info) or {}) if info is not None else {}
-        origin = self.ctx.value_of(node).origin
-        identity = id(origin) if origin is not None else id(node)
-        instance = callee if callee.kind is Kind.MODULE else None
-        helper = _HelperCall(node, info, passed, instance)
+        changes = info is not None and self._probe_of is None and self._may_change_parameters(info)
+        full = changes or self._probe_of is not None or self._region_changes_in_place()
+        if not full and callee.kind is not Kind.MODULE:
+            return  # a function: nothing here changes its result in place, nor does it its parameter
         arguments = self._arguments_of(node, info)
+        value_of = self.ctx.value_of
+        passed = {name: value_of(argument) for name, argument in arguments.items()} if full and info is not None else {}
+        helper = _HelperCall(node, info, passed, callee if callee.kind is Kind.MODULE else None)
         scope = self._scope
+        known = self._passed.setdefault(scope, {})
         for name, argument in arguments.items():
             held = self._ids.resolve(argument)[0]
             if held is None:
                 continue
-            if held in self._saved.get(scope, {}) or held in self._passed.get(scope, {}) \
-                    or held in self._helper_calls.get(scope, {}):
-                for param, change, how, statement in self._summary(helper).writes:
-                    if param == name:  # (the callee's own statement: `# noqa` there)
-                        where = f"{info.cls.name}.{info.name}" if info is not None and info.cls else getattr(info, "name", "?")
-                        self._changed(argument, change, f"{how} in `{where}()` (called as "
-                                      f"`{_short(fixes.source_of(node))}`)", None, statement)
-            self._passed.setdefault(scope, {}).setdefault(held, []).append((helper, name))
-        self._helper_calls.setdefault(scope, {})[identity] = helper
+            if changes and (held in self._saved.get(scope, {}) or held in known
+                            or held in self._helper_calls.get(scope, {})):
+                self._changed_by_callee(node, info, helper, name, argument)  # type: ignore[arg-type]
+            known.setdefault(held, []).append((helper, name))
+        if full:
+            self._helper_calls.setdefault(scope, {})[id(node)] = helper  # (a name bound to it: ``_name_helper_result``)
         self._ids.note_saving(node)
+
+    def _changed_by_callee(
+        self, node: cst.Call, info: FunctionInfo, helper: _HelperCall, name: str, argument: cst.BaseExpression
+    ) -> None:
+        """The callee changes its parameter ``name`` in place: ``argument`` is changed (reported at the
+        change, in the callee, with its statement: ``# noqa`` there)."""
+        where = f"{info.cls.name}.{info.name}" if info.cls is not None else info.name
+        for param, change, how, statement in self._summary(helper).writes:
+            if param == name:
+                self._changed(argument, change, f"{how} in `{where}()` (called as `{_short(fixes.source_of(node))}`)",
+                              None, statement)
+
+    def _region_changes_in_place(self) -> bool:
+        """The function being analysed (or the module's own statements) changes something in place."""
+        region = self.ctx.region
+        known = self._changing.get(id(region))
+        if known is None:
+            known = self._changing[id(region)] = _changes_in_place(region, parameters_only=False)
+        return known
+
+    def _may_change_parameters(self, info: FunctionInfo) -> bool:
+        """The callee's statements change a parameter in place (``x += ...``, ``out = x; out[i] = ...``,
+        ``x.mul_(...)``, ``inplace=True``): a quick test before walking it for what it changes."""
+        known = self._changing.get(id(info))
+        if known is None:
+            known = self._changing[id(info)] = _changes_in_place(info.node, parameters_only=True)
+        return known
 
     def _unambiguous(self, target: cst.BaseExpression, identity: Identity) -> bool:
         """``target``'s name holds ``identity`` on every path: its latest binding is that object too
@@ -541,11 +583,10 @@ class SavedTensorInplace(Rule):
 
         walker = Analyzer.for_summary(self.ctx)
         probe = SavedTensorInplace(walker, [], self.options, probe_of=info)
-        probe._layers = self._layers
+        probe._layers, probe._literals = self._layers, self._literals
         walker.attach([probe])
         walker.summarise(info, helper.passed)
-        instance = helper.instance
-        literals = constructor_literals(instance.cls, instance.origin) if instance is not None and instance.cls else {}
+        literals = self._instance_literals(helper.instance)
         found = [inside for node, inside in probe.probe_returns if reachable(info, node, literals)]
         writes: dict[str, tuple[str, cst.CSTNode, str, cst.CSTNode | None]] = {}
         for write in probe.probe_writes:
@@ -553,6 +594,14 @@ class SavedTensorInplace(Rule):
                 writes[write[0]] = write
         return _Summary(found[0] if found and all(found) else None, probe.probe_saved_parameters(),
                         tuple(writes.values()))
+
+    def _instance_literals(self, instance: Value | None) -> dict[str, object]:
+        if instance is None or instance.cls is None or instance.origin is None:
+            return {}
+        key = (id(instance.cls), id(instance.origin))
+        if key not in self._literals:
+            self._literals[key] = constructor_literals(instance.cls, instance.origin)
+        return self._literals[key]
 
     def probe_saved_parameters(self) -> dict[str, str]:
         """(A probe, after its walk) parameter -> the op that saved it."""
@@ -655,7 +704,7 @@ class SavedTensorInplace(Rule):
                 and self.ctx.function is self._probe_of and self._unambiguous(target, identity):
             self.probe_writes.append((self.probe_params[identity], node, how, self.ctx.statement))
         saved = self._saved.get(self._scope, {}).get(identity) if identity is not None else None
-        if saved is None and identity is not None and self._helper_calls:
+        if saved is None and identity is not None and (self._helper_calls or self._passed):
             saved = self._helper_output(identity)
         if saved is None:
             return
@@ -713,7 +762,7 @@ class SavedTensorInplace(Rule):
         if identity is None or via_data:
             return None
         saved = self._saved.get(self._scope, {}).get(identity)
-        if saved is None and self._helper_calls:
+        if saved is None and (self._helper_calls or self._passed):
             saved = self._helper_output(identity)
         if saved is None or saved.role != OUTPUT:
             return None
@@ -959,6 +1008,58 @@ class SavedTensorInplace(Rule):
         value = cst.BinaryOperation(left=base, operator=operator(), right=right)
         assign = cst.Assign(targets=[cst.AssignTarget(base)], value=value, semicolon=node.semicolon)
         return fixes.replace("assign the out-of-place result", node, assign)
+
+
+def _changes_in_place(region: cst.CSTNode, parameters_only: bool) -> bool:
+    """Some statement of ``region`` (a function or the module; nested functions and classes aside)
+    changes something in place -- with ``parameters_only``, a name that is one of the function's
+    parameters or bound to one (``out = x``): an augmented assignment, an indexed write, a call of
+    an in-place method or with ``inplace=True`` (as a statement or a value)."""
+    params = region.params if isinstance(region, cst.FunctionDef) else None
+    names = {param.name.value for param in (*params.posonly_params, *params.params, *params.kwonly_params)} \
+        if params is not None else set()
+    changed: list[cst.BaseExpression] = []
+    blocks: list[cst.CSTNode] = [region.body if isinstance(region, cst.FunctionDef) else region]
+    while blocks:
+        block = blocks.pop()
+        for statement in getattr(block, "body", ()):
+            kind = type(statement)
+            if kind is cst.SimpleStatementLine:
+                for small in statement.body:  # type: ignore[attr-defined]
+                    _note_changes(small, names, changed)
+            elif kind is not cst.FunctionDef and kind is not cst.ClassDef:
+                blocks.extend(blocks_of(statement))
+    if not parameters_only:
+        return bool(changed)
+    return any(_root_name(target) in names for target in changed)
+
+
+def _note_changes(small: cst.CSTNode, names: set[str], changed: list[cst.BaseExpression]) -> None:
+    """What the small statement changes in place (into ``changed``); ``out = x`` adds ``out`` to
+    the names bound to a parameter."""
+    kind = type(small)
+    if kind is cst.AugAssign:
+        changed.append(small.target)  # type: ignore[attr-defined]
+    elif kind is cst.Assign:
+        for target in small.targets:  # type: ignore[attr-defined]
+            if type(target.target) is cst.Subscript:
+                changed.append(target.target)
+            elif type(target.target) is cst.Name and type(small.value) is cst.Name \
+                    and small.value.value in names:  # type: ignore[attr-defined]
+                names.add(target.target.value)
+    value = getattr(small, "value", None)
+    if type(value) is cst.Call:
+        func = value.func  # type: ignore[attr-defined]
+        if type(func) is cst.Attribute and is_inplace_method(func.attr.value):
+            changed.append(func.value)
+        elif keyword_arg(value, "inplace") is not None and value.args:  # type: ignore[arg-type]
+            changed.append(value.args[0].value)  # type: ignore[attr-defined]
+
+
+def _root_name(expr: cst.BaseExpression) -> str | None:
+    while type(expr) in (cst.Subscript, cst.Attribute):
+        expr = expr.value  # type: ignore[attr-defined]
+    return expr.value if type(expr) is cst.Name else None  # type: ignore[attr-defined]
 
 
 def _within(key: str, module: str) -> bool:
