@@ -52,6 +52,20 @@ def constructor_literals(cls: ClassInfo, constructor: cst.CSTNode | None) -> dic
     return found
 
 
+def built_by_call(cls: ClassInfo, key: str) -> bool:
+    """The class assigns ``key`` (``self.relu``) once, in ``__init__``'s own statements, from a call
+    (``nn.ReLU()``, not ``nn.ReLU() if relu else nn.Identity()``): which module it holds does not
+    depend on the instance."""
+    init = cls.method("__init__")
+    if init is None or _self_assignment_counts(cls.node).get(key) != 1:
+        return False
+    for statement in init.node.body.body:
+        for small in getattr(statement, "body", ()) if isinstance(statement, cst.SimpleStatementLine) else ():
+            if isinstance(small, cst.Assign) and len(small.targets) == 1 and dotted_name(small.targets[0].target) == key:
+                return isinstance(small.value, cst.Call)
+    return False
+
+
 def reachable(function: FunctionInfo, node: cst.CSTNode, literals: dict[str, object]) -> bool:
     """``node`` (a statement's part in ``function``'s body) can run for an instance whose
     attributes hold ``literals``: no enclosing ``if`` it sits in a branch of is decided against it."""
@@ -196,4 +210,4 @@ def _keys(target: cst.BaseExpression) -> list[str]:
     return [key] if key is not None and key.startswith("self.") else []
 
 
-__all__ = ["constructor_literals", "reachable"]
+__all__ = ["built_by_call", "constructor_literals", "reachable"]

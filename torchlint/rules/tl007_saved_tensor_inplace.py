@@ -40,7 +40,7 @@ from torchlint.analysis.torch_api import (
     is_inplace_method,
 )
 from torchlint.analysis.flow import Flow
-from torchlint.analysis.instance_constants import constructor_literals, reachable
+from torchlint.analysis.instance_constants import built_by_call, constructor_literals, reachable
 from torchlint.analysis.scopes import FunctionInfo
 from torchlint.analysis.values import UNKNOWN as UNKNOWN_VALUE, Value
 from torchlint.rule import Fix, FixSafety, Rule
@@ -764,9 +764,19 @@ class SavedTensorInplace(Rule):
         saved = self._saved.get(self._scope, {}).get(identity)
         if saved is None and (self._helper_calls or self._passed):
             saved = self._helper_output(identity)
-        if saved is None or saved.role != OUTPUT:
+        if saved is None or saved.role != OUTPUT or not self._same_module_always(saved.op):
             return None
         return saved.inside or _short(fixes.source_of(saved.op))
+
+    def _same_module_always(self, op: cst.CSTNode) -> bool:
+        """(A probe) ``op`` is not a call of a ``self.<attr>`` module the class may build as one module or
+        another (``nn.ReLU() if relu else nn.Identity()``: the analysis keeps the first)."""
+        func = op.func if isinstance(op, cst.Call) else None
+        key = dotted_name(func) if isinstance(func, cst.Attribute) else None
+        cls = self._probe_of.cls if self._probe_of is not None else None
+        if key is None or not key.startswith("self.") or key.count(".") != 1 or cls is None:
+            return True
+        return built_by_call(cls, key)
 
     def _report_changes(self, reached: frozenset[int], backward: cst.CSTNode | None) -> None:
         """Report the waiting changes of what ``reached`` saved; with a ``backward`` call, only those
