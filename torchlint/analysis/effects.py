@@ -141,7 +141,7 @@ def assigned_self_attributes(graph: ModuleGraph, info: FunctionInfo) -> frozense
                         elif type(small) is cst.AnnAssign or type(small) is cst.AugAssign:
                             keys.update(_self_keys(small.target))  # type: ignore[attr-defined]
                 elif kind is not cst.FunctionDef and kind is not cst.ClassDef:
-                    blocks.extend(_blocks_of(statement))
+                    blocks.extend(blocks_of(statement))
         known = root.self_assignments[id(info)] = frozenset(keys)
     return known
 
@@ -173,13 +173,13 @@ def _connected(caller: ModuleGraph, call: cst.Call, info: FunctionInfo) -> bool:
     return any(caller.forwards_of(arg.value) for arg in call.args)
 
 
-def _blocks_of(statement: cst.CSTNode) -> list[cst.CSTNode]:
+def blocks_of(statement: cst.CSTNode) -> list[cst.CSTNode]:
     """The suites of a compound statement: its body, ``elif``/``else``, handlers, ``finally``, cases."""
     found: list[cst.CSTNode] = []
     for name in ("body", "orelse", "finalbody"):
         part = getattr(statement, name, None)
         if isinstance(part, cst.If):
-            found.extend(_blocks_of(part))  # elif
+            found.extend(blocks_of(part))  # elif
         elif isinstance(part, (cst.Else, cst.Finally)):
             found.append(part.body)
         elif isinstance(part, cst.BaseSuite):
@@ -247,4 +247,4 @@ def call_effects(caller: ModuleGraph, call: cst.Call, info: FunctionInfo) -> Cal
     return CallEffects(graph.recorded, graph.returned, graph.stored_attributes(), graph.assigned_attributes())
 
 
-__all__ = ["CallEffects", "Effect", "Place", "assigned_self_attributes", "call_effects", "defined_names", "may_have_effects", "meets_other_events"]
+__all__ = ["CallEffects", "Effect", "Place", "assigned_self_attributes", "blocks_of", "call_effects", "defined_names", "may_have_effects", "meets_other_events"]

@@ -96,6 +96,7 @@ class ModuleGraph:
         self._through: dict[tuple[object, str], frozenset[Forward]] = {}
         self._assigned: dict[tuple[object, str], cst.BaseExpression] = {}
         self._forwards: dict[int, Forward] = {}  # call id -> its forward (one per call node)
+        self._last_forward: dict[tuple[object, str], Forward] = {}  # (function, module key) -> its latest forward
         self._module_keys: set[str] = set()  # names with module evidence (``D.parameters()``, ``D.train()``)
         # Modules some ``torch.optim`` optimizer built in the file updates.
         self.optimized_keys: set[str] = set()
@@ -168,6 +169,9 @@ class ModuleGraph:
                     if expr.attr.value == "data":  # type: ignore[attr-defined]
                         return _NONE
                     found = found | self.forwards_of(expr.value)  # type: ignore[attr-defined]  # `outputs.loss`
+                    if not found and self._last_forward:
+                        stored = self._stored_by_forward(expr)  # type: ignore[arg-type]
+                        found = frozenset({stored}) if stored is not None else found
                 return found
         if kind is cst.Call:
             return self._forwards_of_call(expr)  # type: ignore[arg-type]
@@ -177,6 +181,22 @@ class ModuleGraph:
         for child in value_children(expr):
             found = found | self.forwards_of(child)
         return found
+
+    def _stored_by_forward(self, attribute: cst.Attribute) -> Forward | None:
+        """``encoder.z_mean`` read after ``encoder(x)`` in this function: a tensor the module's forward
+        stored on it, so it carries that forward's graph -- the latest forward of the module (not a
+        parameter, submodule or configuration attribute).  Only for a module whose class is not in
+        this file: what a forward of this file stores is known exactly (``fresh_stores``)."""
+        owner = dotted_name(attribute.value)
+        forward = self._last_forward.get((self._ctx.function, owner)) if owner is not None else None
+        attr = attribute.attr.value
+        if forward is None or attr in api.BUILTIN_PARAMETER_ATTRS or attr in api.NOT_SUBMODULE_ATTRIBUTES:
+            return None
+        if self._ctx.value_of(attribute).kind is not Kind.UNKNOWN:
+            return None  # a submodule, a parameter, a number ...
+        if self._ctx.value_of(attribute.value).cls is not None:
+            return None
+        return forward
 
     def optimized_modules(self, optimizer: cst.BaseExpression) -> frozenset[str] | None:
         """The module keys ``optimizer`` was built from; None when that is not known."""
@@ -646,6 +666,7 @@ class ModuleGraph:
         self.serial += 1
         forward = Forward(call, self._outer_key(key), self.serial, saves, is_module, self._ctx.function)
         self._forwards[id(call)] = forward
+        self._last_forward[(self._ctx.function, key)] = forward
         return forward
 
     def _module_called(self, call: cst.Call) -> tuple[str, bool, bool] | None:

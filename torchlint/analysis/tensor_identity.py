@@ -53,6 +53,10 @@ class TensorIdentities:
         self._bound: dict[tuple[object, str], Identity] = {}
         # Which saving ops a value was computed from: a backward() from it runs (and checks) them.
         self._deps: dict[Identity, frozenset[int]] = {}
+        # (function, name) -> the object the name's latest binding in program order holds: after a
+        # loop (or an ``if``) the analysed value is the join of the paths, and the binding made in
+        # the loop's body is one of them (``for ...: x = block(x); x += s`` then ``return x``).
+        self._last_holder: dict[tuple[object, str], Identity] = {}
 
     # ------------------------------------------------------------ questions
     def resolve(self, expr: cst.BaseExpression, tensors_only: bool = True) -> tuple[Identity | None, bool]:
@@ -97,6 +101,10 @@ class TensorIdentities:
             return base, via_data or aliased_data
         return identity, via_data
 
+    def latest(self, key: str) -> Identity | None:
+        """The object the latest binding of ``key`` in this function (in program order) holds."""
+        return self._last_holder.get((self._ctx.function, key))
+
     def holder(self, expr: cst.BaseExpression) -> Identity | None:
         """The object (tensor, list, number ...) ``expr`` names, for dependency tracking."""
         return self.resolve(expr, tensors_only=False)[0]
@@ -106,9 +114,12 @@ class TensorIdentities:
         if not self._saving_ops:
             return NO_DEPS  # every dependency is on a saving op: none yet
         kind = type(expr)
-        if kind in _NAMES and dotted_name(expr) is not None:  # type: ignore[arg-type]
+        if kind in _NAMES and (key := dotted_name(expr)) is not None:  # type: ignore[arg-type]
             holder = self.holder(expr)  # type: ignore[arg-type]
             found = self._deps.get(holder, NO_DEPS) if holder is not None else NO_DEPS
+            last = self._last_holder.get((self._ctx.function, key))
+            if last is not None and last != holder:
+                found = found | self._deps.get(last, NO_DEPS)
             if kind is cst.Attribute:
                 found = found | self.deps_of(expr.value)  # type: ignore[attr-defined]  # `outputs.loss`
             return found
@@ -166,6 +177,7 @@ class TensorIdentities:
             holder: Identity = id(origin)
         else:
             self._bound[(scope, key)] = holder = fallback
+        self._last_holder[(scope, key)] = holder
         self.add_deps(holder, deps)
 
     def unbind(self, target: cst.CSTNode | None) -> None:
@@ -179,3 +191,4 @@ class TensorIdentities:
             key = dotted_name(target)
             if key is not None:
                 self._bound.pop((self._ctx.function, key), None)
+                self._last_holder.pop((self._ctx.function, key), None)
