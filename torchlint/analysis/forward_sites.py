@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import re
 
+from torchlint.analysis.names import count_after_non_word
+
 _HOLDER = r"((?:self\.)?[A-Za-z_]\w*)"
 
 
@@ -25,7 +27,7 @@ def forward_call_count(source: str, class_name: str) -> int | None:
     """The number of calls of instances of ``class_name`` in ``source``, or None when its
     instances may be called where the file does not show."""
     name = re.escape(class_name)
-    mentions = len(re.findall(rf"(?<![\w.]){name}\b", source))
+    mentions = count_after_non_word(rf"{name}\b", source, after_dot=False)  # not `x.HyperConv`
     declared = len(re.findall(rf"\bclass\s+{name}\b", source)) + len(re.findall(rf"\bsuper\(\s*{name}\s*,", source))
     holders = re.findall(rf"(?<![\w.]){_HOLDER}\s*=\s*{name}\s*\(", source)
     if not holders or mentions != declared + len(holders):

@@ -21,7 +21,7 @@ from torchlint import interrupt
 from torchlint.analysis import summaries
 from torchlint.analysis.call_sites import CallSiteValues
 from torchlint.analysis.forward_sites import forward_call_count
-from torchlint.analysis.names import dotted_name
+from torchlint.analysis.names import count_after_non_word, dotted_name
 from torchlint.analysis.scopes import UNKNOWN_MODE, ClassInfo, FunctionInfo, Scope
 from torchlint.analysis.values import UNKNOWN, Kind, Value, join
 
@@ -37,22 +37,8 @@ _CALL_SITE_KINDS = frozenset({Kind.LEAF, Kind.NONLEAF, Kind.PLAIN, Kind.MODULE, 
 # not make ``Net.__init__`` run in an unknown grad mode.
 _NEVER_CALL_THEIR_ARGUMENTS = frozenset({"super", "isinstance", "issubclass", "type", "id", "hasattr", "getattr"})
 
-_WORD = re.compile(r"\w")
 _SUPER_INIT = re.compile(r"\bsuper\s*\([^()]*\)\s*\.\s*__init__\s*\(")
 _ASSIGNED_ATTRIBUTE = re.compile(r"\.\s*(\w+)\s*=\s*[A-Za-z_][\w.]*\s*\(")  # `self.sub = Sub(`
-
-
-def _count_after_non_word(pattern: str, source: str, after_dot: bool = True) -> int:
-    r"""``len(re.findall(r"(?<!\w)" + pattern, source))`` for a pattern starting with a word
-    character, forty times as fast: a pattern that starts with a literal is searched for
-    quickly, one that starts with a lookbehind is tried at every position.  ``after_dot``
-    False: not after a ``.`` either (``model.train()`` is no call of a function ``train``)."""
-    return sum(
-        1 for match in re.finditer(pattern, source)
-        if match.start() == 0 or (
-            _WORD.match(source, match.start() - 1) is None and (after_dot or source[match.start() - 1] != ".")
-        )
-    )
 
 
 class _GradReadCollector(cst.CSTVisitor):
@@ -267,7 +253,7 @@ class Functions:
                 # other classes' (none derives from this one).
                 counts[key] = (
                     self._call_site_count(info.cls.name, False)
-                    - _count_after_non_word(rf"class\s+{name}\s*\(", self.source)
+                    - count_after_non_word(rf"class\s+{name}\s*\(", self.source)
                     - len(_SUPER_INIT.findall(self.source))
                 )
         return count + counts[key]
@@ -317,8 +303,8 @@ class Functions:
         key = name if method else f"{name}()"  # (a name is no identifier with parentheses)
         if key not in counts:
             escaped = re.escape(name)
-            calls = _count_after_non_word(rf"{escaped}\s*\(", self.source, after_dot=method)
-            definitions = _count_after_non_word(rf"def\s+{escaped}\s*\(", self.source)
+            calls = count_after_non_word(rf"{escaped}\s*\(", self.source, after_dot=method)
+            definitions = count_after_non_word(rf"def\s+{escaped}\s*\(", self.source)
             counts[key] = calls - definitions
         return counts[key]
 
