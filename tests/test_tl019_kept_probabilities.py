@@ -1,5 +1,6 @@
 """TL019 through ops that keep probabilities (tests/fixtures/TL019/kept_probabilities.py) and
-through elements of a module's tuple output (unpacked_outputs.py), checked
+through elements of a module's tuple output (unpacked_outputs.py), through a model built from
+one of two classes (either_class.py), checked
 against torch: each ``# %% case:`` section is run as a whole program (the fixture's set-up, then
 the section) and linted alone.  The scores are perfectly confident: cross-entropy of what a
 positive section feeds it stays at the floor of a softmax taken twice (-log(e/(e+2)) = 0.55 for
@@ -21,6 +22,7 @@ pytestmark = pytest.mark.torch
 CASES = {
     **fixture_sections("TL019", "kept_probabilities.py"),
     **{f"{name} (unpacked)": source for name, source in fixture_sections("TL019", "unpacked_outputs.py").items()},
+    **{f"{name} (either class)": source for name, source in fixture_sections("TL019", "either_class.py").items()},
 }
 FLOOR = -math.log(math.e / (math.e + 2))
 
@@ -32,8 +34,8 @@ def _loss(source: str) -> float:
 
 
 def test_every_section_is_a_case() -> None:
-    assert len(CASES) == 11
-    assert sum(name.startswith("positive") for name in CASES) == 6
+    assert len(CASES) == 16
+    assert sum(name.startswith("positive") for name in CASES) == 9
 
 
 @pytest.mark.parametrize("name", sorted(CASES))

@@ -155,7 +155,9 @@ class Evaluation(ValueFacts):
             return self._derived([base], node).tagged("softmax")
         if base.is_tensor:
             result = self._derived([base], node)
-            return _as_view(base, result) if self._is_basic_index(node) else result
+            result = _as_view(base, result) if self._is_basic_index(node) else result
+            position = literal_index(node)
+            return result if position is None else self._output_element(base, position, result)
         if base.kind is Kind.MODULE:
             return Value(Kind.MODULE, node)
         return UNKNOWN
@@ -448,10 +450,15 @@ class Evaluation(ValueFacts):
 
 def _is_literal_index(node: cst.Subscript, number: int) -> bool:
     """``x[number]``: one element, a literal integer."""
+    return literal_index(node) == number
+
+
+def literal_index(node: cst.Subscript) -> int | None:
+    """``n`` for ``x[n]`` with a literal non-negative integer ``n``, else None."""
     if len(node.slice) != 1 or type(node.slice[0].slice) is not cst.Index:
-        return False
+        return None
     value = node.slice[0].slice.value  # type: ignore[attr-defined]
-    return type(value) is cst.Integer and value.evaluated_value == number
+    return value.evaluated_value if type(value) is cst.Integer else None
 
 
 def _as_view(base: Value, result: Value) -> Value:

@@ -15,7 +15,8 @@ The torch spellings are data in ``torch_api``.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import functools
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 import libcst as cst
@@ -26,7 +27,7 @@ from torchlint.analysis.project import ProjectClassInfo
 from torchlint.analysis.values import MODEL_OUTPUT_ITEM, NUMBER, UNKNOWN, Kind, Value, join
 
 if TYPE_CHECKING:
-    from torchlint.analysis.scopes import FunctionInfo
+    from torchlint.analysis.scopes import ClassInfo, FunctionInfo
 
 _MODULE_OUTPUT = frozenset({"model-output"})
 # Receivers whose ``requires_grad = False`` may freeze a module's parameters.
@@ -41,6 +42,9 @@ class ValueFacts:
         self._forwards: dict[int, FunctionInfo] = {}
         # id(module call node) -> the class of a sibling file whose module it calls (``project.py``).
         self._project_forwards: dict[int, ProjectClassInfo] = {}
+        # id(module call node) -> the classes (of this file or a sibling) one of whose ``forward``s it
+        # runs, for a module built from different classes on different paths.
+        self._alternative_forwards: dict[int, tuple[ClassInfo, ...]] = {}
         self._may_freeze = False
         # id(unpacking target) -> (the module call whose output it is an element of, its position).
         self._output_items: dict[int, tuple[cst.Call, int]] = {}
@@ -50,13 +54,15 @@ class ValueFacts:
         """For the output of a module class defined in this file (``model(x)``): the join of what
         its ``forward`` returns.  Only complete once the file is analysed: ask from ``when=``/``finish``."""
         origin, position = self._output_position(value)
-        forward = self._forwards.get(id(origin)) if origin is not None else None
+        if origin is None:
+            return UNKNOWN
+        alternatives = self._alternative_forwards.get(id(origin))
+        if alternatives is not None:
+            return _join_all([_class_forward_returns(cls) for cls in alternatives], position)
+        forward = self._forwards.get(id(origin))
         if forward is None or not forward.returns:
             return UNKNOWN
-        joined = returned_item(forward.returns[0], position)
-        for returned in forward.returns[1:]:
-            joined = join(joined, returned_item(returned, position))
-        return joined
+        return _join_all(forward.returns, position)
 
     def output_item(self, call: cst.Call, position: int, target: cst.BaseExpression) -> Value:
         """Element ``position`` of what the module call ``call`` returns, bound to ``target``
@@ -64,6 +70,15 @@ class ValueFacts:
         a tensor together with one-hot codes or counts); ``forward_returns`` tells the rest."""
         self._output_items[id(target)] = (call, position)
         return Value(Kind.UNKNOWN, target, tags=frozenset({MODEL_OUTPUT_ITEM}))
+
+    def _output_element(self, base: Value, position: int, element: Value) -> Value:
+        """``out[1]`` of a module call's output ``out``: ``element`` (what indexing a tensor
+        gives), also known as element ``position`` of what the module's forward returns, for
+        ``forward_returns`` to tell once the file is analysed."""
+        if "model-output" not in base.tags or type(base.origin) is not cst.Call or element.origin is None:
+            return element
+        self._output_items[id(element.origin)] = (base.origin, position)
+        return element.tagged(MODEL_OUTPUT_ITEM)
 
     def _output_position(self, value: Value) -> tuple[cst.CSTNode | None, int | None]:
         """The module call whose output ``value`` is, and the element it is (None: all of it)."""
@@ -179,7 +194,9 @@ class ValueFacts:
         """Tag what calling ``module`` returns; remember which ``forward`` of this file it runs."""
         if "softmax-output" in module.tags:
             return output.tagged("softmax")
-        if type(module.cls) is ProjectClassInfo:
+        if module.alternatives:
+            self._alternative_forwards[id(node)] = module.alternatives
+        elif type(module.cls) is ProjectClassInfo:
             self._project_forwards[id(node)] = module.cls
         elif module.cls is not None:
             forward = module.cls.method("forward")
@@ -260,6 +277,21 @@ def _guarded_keys(test: cst.BaseExpression) -> list[str]:
     if type(test) is cst.Comparison:
         return _guarded_keys(test.left)
     return []
+
+
+def _class_forward_returns(cls: ClassInfo) -> Value | None:
+    """The join of what the ``forward`` of ``cls`` (of this file or a sibling file) returns."""
+    if type(cls) is ProjectClassInfo:
+        return cls.project.forward_returns()
+    forward = cls.method("forward")
+    return functools.reduce(join, forward.returns) if forward is not None and forward.returns else None
+
+
+def _join_all(returns: Sequence[Value | None], position: int | None) -> Value:
+    """The join of element ``position`` of every returned value; unknown if one is not known."""
+    if not returns or any(returned is None for returned in returns):
+        return UNKNOWN
+    return functools.reduce(join, [returned_item(returned, position) for returned in returns])  # type: ignore[arg-type]
 
 
 def returned_item(returned: Value, position: int | None) -> Value:

@@ -87,6 +87,9 @@ class Value:
     # (calling it returns a softmax), on COLLECTION values "empty" (a literal ``[]`` nothing
     # was appended to yet).
     tags: frozenset[str] = field(default_factory=frozenset)
+    # For a MODULE value built from different classes of the project on different paths
+    # (``netD = NetA() if imagenet else NetB()``; ``cls`` is None then): those classes.
+    alternatives: tuple[ClassInfo, ...] = ()
 
     @property
     def requires_grad(self) -> bool:
@@ -143,6 +146,11 @@ def join(a: Value | None, b: Value | None) -> Value:
     """Merge two control-flow paths: equal kinds survive, anything else is unknown."""
     if a is b and a is not None:
         return a
+    if (
+        a is not None and b is not None and a.kind is b.kind is Kind.MODULE
+        and (a.cls is not b.cls or a.alternatives or b.alternatives)
+    ):
+        return _module_of_either_class(a, b)
     if a is None or b is None or a.kind != b.kind or a.cls is not b.cls:
         return _some_path_value(a, b)
     element = None
@@ -155,6 +163,21 @@ def join(a: Value | None, b: Value | None) -> Value:
         else:
             element = join(a.element, b.element)
     return Value(a.kind, a.origin, a.cls, element, None, a.tags & b.tags | (a.tags | b.tags) & _PATH_TAGS)
+
+
+def _module_of_either_class(a: Value, b: Value) -> Value:
+    """A module built from one project class on one path and another on the other: still a
+    module, whose ``forward`` is one of theirs.  With a torch module (or one of unknown class)
+    on a path, the class is not known: unknown."""
+    classes: list[ClassInfo] = []
+    for value in (a, b):
+        if value.cls is None and not value.alternatives:
+            return _some_path_value(a, b)
+        for cls in (value.cls,) if value.cls is not None else value.alternatives:
+            if all(cls is not seen for seen in classes):
+                classes.append(cls)
+    tags = a.tags & b.tags | (a.tags | b.tags) & _PATH_TAGS
+    return Value(Kind.MODULE, a.origin, tags=tags, alternatives=tuple(classes))
 
 
 def _some_path_value(a: Value | None, b: Value | None) -> Value:
