@@ -68,6 +68,40 @@ def r4_tl007_index_write_into_relu_output() -> str:
 
 
 @reduction
+def r4_tl007_iadd_into_relu_output() -> str:
+    """GCN.forward: z = relu(bn(conv_adj(x))); z += x; z = relu(bn(conv_wg(z^T)))."""
+    results = []
+    for inplace in (True, False):
+        torch.manual_seed(0)
+        conv_adj, bn_adj, relu = nn.Conv1d(4, 4, 1, bias=False), nn.BatchNorm1d(4), nn.ReLU()
+        conv_wg = nn.Conv1d(3, 3, 1, bias=False)
+        x = torch.randn(2, 4, 3, requires_grad=True)
+        z = relu(bn_adj(conv_adj(x)))
+        if inplace:
+            z += x
+        else:
+            z = z + x
+        out = relu(conv_wg(z.transpose(1, 2).contiguous()))
+        results.append(f"{'z += x' if inplace else 'z = z + x'}: {_outcome(lambda o=out: o.sum().backward())}")
+    return "backward: " + "; ".join(results)
+
+
+@reduction
+def r4_tl007_write_into_detached_or_fresh_ok() -> str:
+    """edge = torch.sigmoid(t.clone().detach()); edge[edge < 0.8] = 0; point_coords = zeros(..); point_coords[:, :, 0] = idx % W."""
+    torch.manual_seed(0)
+    conv = nn.Conv2d(1, 1, 1)
+    logits = conv(torch.randn(1, 1, 4, 4))
+    edge = torch.sigmoid(logits.clone().detach())
+    edge[edge < 0.8] = 0
+    idx = torch.topk(edge.view(1, 16), k=3, dim=1)[1]
+    coords = torch.zeros(1, 3, 2)
+    coords[:, :, 0] = idx % 4
+    return (f"edge requires_grad {edge.requires_grad}; coords requires_grad {coords.requires_grad}; "
+            f"backward of the conv output afterwards: {_outcome(lambda: logits.sum().backward())}")
+
+
+@reduction
 def r4_tl007_sigmoid_inplace_on_conv_output_ok() -> str:
     """a = conv(x); torch.sigmoid_(a); a + b: the convolution saved its input and weight, not its output."""
     grads = []
