@@ -50,6 +50,19 @@ def r4_tl007_inplace_dropout_after_relu() -> str:
 
 
 @reduction
+def r4_tl007_inplace_dropout_on_linear_output_ok() -> str:
+    """3detr layer: src + dropout1(self_attn(...)[0]) and src + dropout2(linear2(...)) with nn.Dropout(0.1, inplace=True), train mode."""
+    torch.manual_seed(0)
+    attn, linear2 = nn.MultiheadAttention(8, 2, dropout=0.1), nn.Linear(16, 8)
+    drop1, drop2 = nn.Dropout(0.1, inplace=True), nn.Dropout(0.1, inplace=True)
+    src = torch.randn(5, 2, 8, requires_grad=True)
+    src2, _ = attn(src, src, value=src)
+    out = src + drop1(src2)
+    out = out + drop2(linear2(torch.randn(5, 2, 16)))
+    return f"backward: {_outcome(lambda: out.sum().backward())}"
+
+
+@reduction
 def r4_tl007_index_write_into_relu_output() -> str:
     """USAM: att = relu(conv(x)); att[:, :, :, 0] = 0 (and the other borders); output = x + att * x."""
     results = []
