@@ -115,6 +115,18 @@ def r4_tl007_write_into_detached_or_fresh_ok() -> str:
 
 
 @reduction
+def r4_tl007_index_write_into_sum_output_ok() -> str:
+    """loss_reg: group = einsum(inter**2, contacts).sum(dim=1); group[group==0] = group[group==0] + 1e10; sqrt(group)."""
+    torch.manual_seed(0)
+    inter = torch.rand(2, 3, 4, requires_grad=True)
+    contacts = (torch.rand(2, 3, 3) > 0.5).float()
+    group = torch.einsum("bij,bki->bjk", inter**2, contacts).sum(dim=1)
+    group[group == 0] = group[group == 0] + 1e10
+    reg = torch.sqrt(group).sum()
+    return f"backward: {_outcome(reg.backward)}; inter.grad set: {inter.grad is not None}"
+
+
+@reduction
 def r4_tl007_sigmoid_inplace_on_conv_output_ok() -> str:
     """a = conv(x); torch.sigmoid_(a); a + b: the convolution saved its input and weight, not its output."""
     grads = []
