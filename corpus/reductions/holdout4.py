@@ -127,6 +127,22 @@ def r4_tl007_index_write_into_sum_output_ok() -> str:
 
 
 @reduction
+def r4_tl007_inplace_relu_on_saved_conv_input() -> str:
+    """XceptionUnit with a resized identity: identity = bn(conv1x1(x)); x = body(x) whose first op is ReLU(inplace=True)."""
+    results = []
+    for clone in (False, True):
+        torch.manual_seed(0)
+        identity_conv, bn = nn.Conv2d(2, 3, 1, stride=2, bias=False), nn.BatchNorm2d(3)
+        relu = nn.ReLU(inplace=True)
+        dw, pw, pool = nn.Conv2d(2, 2, 3, padding=1, groups=2, bias=False), nn.Conv2d(2, 3, 1, bias=False), nn.MaxPool2d(3, 2, 1)
+        x = torch.randn(1, 2, 6, 6, requires_grad=True) * 1.0  # the previous unit's output
+        identity = bn(identity_conv(x.clone() if clone else x))
+        out = pool(pw(dw(relu(x)))) + identity
+        results.append(f"{'identity from x.clone()' if clone else 'as written'}: {_outcome(lambda o=out: o.sum().backward())}")
+    return "backward: " + "; ".join(results)
+
+
+@reduction
 def r4_tl007_sigmoid_inplace_on_conv_output_ok() -> str:
     """a = conv(x); torch.sigmoid_(a); a + b: the convolution saved its input and weight, not its output."""
     grads = []
