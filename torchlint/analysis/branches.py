@@ -29,6 +29,24 @@ class ControlFlow:
                 )
         return False
 
+    def runs_once_per_run_of(self, loop: cst.For | cst.While) -> bool:
+        """Whether the current point runs in at most one iteration of each run of ``loop``: it is
+        in the body of an ``if`` inside the loop that compares the loop's iteration counter with
+        a literal (``for t in range(n): ... if t == 0:``, ``for i, b in enumerate(loader)``)."""
+        counter = _iteration_counter(loop)
+        if counter is None:
+            return False
+        inside = False
+        for node in self.compound:
+            if node is loop:
+                inside = True
+            elif (
+                inside and type(node) is cst.If and _compares_with_literal(node.test, counter)
+                and self.statement is not None and _holds(node.body, self.statement)
+            ):
+                return True
+        return False
+
     def _loops_over_parameters(self, node: cst.CSTNode) -> bool:
         if type(node) is not cst.For:
             return False
@@ -181,3 +199,35 @@ class ControlFlow:
         self.compound.pop()
 
     _leave_TryStar = _leave_Try
+
+
+def _iteration_counter(loop: cst.For | cst.While) -> str | None:
+    """The name counting ``loop``'s iterations: ``i`` of ``for i in range(...)`` and of
+    ``for i, batch in enumerate(...)``."""
+    if type(loop) is not cst.For or type(loop.iter) is not cst.Call or type(loop.iter.func) is not cst.Name:
+        return None
+    target, builtin = loop.target, loop.iter.func.value
+    if builtin == "range" and type(target) is cst.Name:
+        return target.value
+    if builtin == "enumerate" and type(target) in (cst.Tuple, cst.List) and target.elements:  # type: ignore[union-attr]
+        first = target.elements[0].value  # type: ignore[union-attr]
+        return first.value if type(first) is cst.Name else None
+    return None
+
+
+def _compares_with_literal(test: cst.BaseExpression, name: str) -> bool:
+    """``name == 3`` or ``3 == name``."""
+    if type(test) is not cst.Comparison or len(test.comparisons) != 1:
+        return False
+    target = test.comparisons[0]
+    if type(target.operator) is not cst.Equal:
+        return False
+    sides = (test.left, target.comparator)
+    return any(type(a) is cst.Name and a.value == name and type(b) is cst.Integer for a, b in (sides, sides[::-1]))
+
+
+def _holds(block: cst.CSTNode, statement: cst.CSTNode) -> bool:
+    """``statement`` is ``block`` or inside it."""
+    if block is statement:
+        return True
+    return any(_holds(child, statement) for child in block.children)

@@ -222,6 +222,8 @@ class LossHistoryAccumulation(Rule):
             return
         if id(self.ctx.loops[-1]) not in self._loops:
             return
+        if self.ctx.runs_once_per_run_of(self.ctx.loops[-1]):
+            return  # `if t == 0: outputs.append(y_pred)`: one value per run of the loop, not a history
         candidate = self._make_candidate(node, accumulator, expr, via)
         if candidate is not None:
             self._loops[id(self.ctx.loops[-1])].candidates.append(candidate)
