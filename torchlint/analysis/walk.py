@@ -466,10 +466,30 @@ def callback_methods(cls: type) -> tuple[tuple[type, str | None, str | None], ..
     known = _CALLBACK_METHODS.get(cls, False)
     if known is not False:
         return known  # type: ignore[return-value]
-    own = [base for base in cls.__mro__ if base not in _CST_VISITOR_MRO]
+    attributes = _attribute_names(cls)
+    known = _CALLBACK_METHODS_BY_NAMES.get(attributes, False)
+    if known is False:
+        known = _CALLBACK_METHODS_BY_NAMES[attributes] = _callback_methods(attributes)
+    # Classes defined inside functions are new on every call (and hold their closure): not kept
+    # (their answer is, by their attribute names).
+    if "<locals>" not in cls.__qualname__:
+        _CALLBACK_METHODS[cls] = known
+    return known  # type: ignore[return-value]
+
+
+# The answer of ``callback_methods`` depends on the attribute names only: a finder class defined
+# inside a function, made again on every call, is worked out once.
+_CALLBACK_METHODS_BY_NAMES: dict[frozenset[str], tuple[tuple[type, str | None, str | None], ...] | None] = {}
+
+
+def _attribute_names(cls: type) -> frozenset[str]:
+    return frozenset(attr for base in cls.__mro__ if base not in _CST_VISITOR_MRO for attr in vars(base))
+
+
+def _callback_methods(attributes: frozenset[str]) -> tuple[tuple[type, str | None, str | None], ...] | None:
     found: dict[type, list[str | None]] = {}
     methods: tuple[tuple[type, str | None, str | None], ...] | None = ()
-    for attr in {attr for base in own for attr in vars(base)}:
+    for attr in attributes:
         prefix, _, name = attr.partition("_")
         if attr in _CALLBACKS:
             methods = None
@@ -487,9 +507,6 @@ def callback_methods(cls: type) -> tuple[tuple[type, str | None, str | None], ..
             slot[0 if prefix == "visit" else 1] = attr
     if methods is not None:
         methods = tuple((node_type, visit, leave) for node_type, (visit, leave) in found.items())
-    # Classes defined inside functions are new on every call (and hold their closure): not kept.
-    if "<locals>" not in cls.__qualname__:
-        _CALLBACK_METHODS[cls] = methods
     return methods
 
 
@@ -520,13 +537,17 @@ def _scan_methods(cls: type) -> _ScanMethods | None:
     if known is not False:
         return known  # type: ignore[return-value]
     methods = callback_methods(cls)
-    found = None
-    if methods is not None:
-        names = {node_type: (visit, leave) for node_type, visit, leave in methods}
-        found = _ScanMethods(names, frozenset(names))
+    found = _SCAN_METHODS_BY_METHODS.get(methods, False) if methods is not None else None
+    if found is False:
+        names = {node_type: (visit, leave) for node_type, visit, leave in methods}  # type: ignore[union-attr]
+        found = _SCAN_METHODS_BY_METHODS[methods] = _ScanMethods(names, frozenset(names))
     if "<locals>" not in cls.__qualname__:  # as in ``callback_methods``
         _SCAN_METHODS[cls] = found
-    return found
+    return found  # type: ignore[return-value]
+
+
+# By ``callback_methods`` answer (shared by the local finder classes with the same methods).
+_SCAN_METHODS_BY_METHODS: dict[tuple, _ScanMethods] = {}
 
 
 class _ScanHooks(Mapping[type, NodeHooks]):
