@@ -240,15 +240,38 @@ def _field_types(cls: type[cst.CSTNode], hints: Mapping[str, object]) -> tuple[t
 @functools.lru_cache(maxsize=256)
 def inert_types(handled: frozenset[type]) -> frozenset[type]:
     """Node classes in whose subtrees no node is of a ``handled`` class: walking them calls nothing."""
+    # The largest set closed under "every field holds only inert nodes": a class leaves it when a
+    # field may hold anything, or a class that is not (or no longer) in it.
+    contents, holders = _field_contents()
     inert = set(NODE_TYPES - handled)
-    changed = True
-    while changed:  # the largest set closed under "every field holds only inert nodes"
-        changed = False
-        for cls in list(inert):
-            if any(types is None or not types <= inert for _, types in field_types(cls)):
-                inert.discard(cls)
-                changed = True
+    unknown = [cls for cls in inert if contents[cls] is None]
+    inert.difference_update(unknown)
+    left = unknown + [held for held in holders if held not in inert]
+    while left:
+        for holder in holders.get(left.pop(), ()):
+            if holder in inert:
+                inert.discard(holder)
+                left.append(holder)
     return frozenset(inert)
+
+
+@functools.lru_cache(maxsize=1)
+def _field_contents() -> tuple[dict[type, frozenset[type] | None], dict[type, list[type]]]:
+    """Each node class -> the classes its fields can hold (None: a field may hold anything), and
+    each class -> the node classes with a field that can hold it."""
+    contents: dict[type, frozenset[type] | None] = {}
+    holders: dict[type, list[type]] = {}
+    for cls in NODE_TYPES:
+        held: set[type] | None = set()
+        for _, types in field_types(cls):
+            if types is None:
+                held = None
+                break
+            held |= types  # type: ignore[operator]
+        contents[cls] = frozenset(held) if held is not None else None
+        for kind in held or ():
+            holders.setdefault(kind, []).append(cls)
+    return contents, holders
 
 
 @functools.lru_cache(maxsize=256)
