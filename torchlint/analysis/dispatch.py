@@ -71,6 +71,7 @@ class Dispatch:
         self._walker.walk(node)
 
 
+@functools.lru_cache(maxsize=8)  # the analyzer's own methods: one answer for every set of rules
 def _handler_names(analyzer_class: type) -> tuple[dict[str, tuple[str, ...]], tuple[tuple[str, str], ...]]:
     """Node type names with ``_enter_<Type>`` / ``_leave_<Type>`` handlers, and the
     (type name, field) pairs with ``_enter_<Type>_<field>`` / ``_leave_<Type>_<field>`` ones."""

@@ -21,7 +21,7 @@ from torchlint import interrupt
 from torchlint.analysis import summaries
 from torchlint.analysis.call_sites import CallSiteValues
 from torchlint.analysis.forward_sites import forward_call_count
-from torchlint.analysis.names import count_after_non_word, dotted_name
+from torchlint.analysis.names import count_calls, count_headers, dotted_name, names_in_class_bases
 from torchlint.analysis.scopes import UNKNOWN_MODE, ClassInfo, FunctionInfo, Scope
 from torchlint.analysis.values import UNKNOWN, Kind, Value, join
 
@@ -245,15 +245,14 @@ class Functions:
         assert counts is not None  # (filled by the count above)
         key = f"class {info.cls.name}"  # (no name has a space)
         if key not in counts:
-            name = re.escape(info.cls.name)
-            if re.search(rf"^[ \t]*class\s+\w+\s*\([^)]*\b{name}\b", self.source, re.MULTILINE):
+            if names_in_class_bases(info.cls.name, self.source):
                 counts[key] = -1 - count  # a subclass runs it through `super().__init__()`, unresolved
             else:
                 # `Cls(...)` (not its `class Cls(` line); the file's `super().__init__()` calls are
                 # other classes' (none derives from this one).
                 counts[key] = (
                     self._call_site_count(info.cls.name, False)
-                    - count_after_non_word(rf"class\s+{name}\s*\(", self.source)
+                    - count_headers("class", info.cls.name, self.source)
                     - len(_SUPER_INIT.findall(self.source))
                 )
         return count + counts[key]
@@ -302,10 +301,7 @@ class Functions:
             counts = self._call_counts = {}
         key = name if method else f"{name}()"  # (a name is no identifier with parentheses)
         if key not in counts:
-            escaped = re.escape(name)
-            calls = count_after_non_word(rf"{escaped}\s*\(", self.source, after_dot=method)
-            definitions = count_after_non_word(rf"def\s+{escaped}\s*\(", self.source)
-            counts[key] = calls - definitions
+            counts[key] = count_calls(name, self.source, after_dot=method) - count_headers("def", name, self.source)
         return counts[key]
 
     # ------------------------------------------------------------ call graph

@@ -29,6 +29,75 @@ def count_after_non_word(pattern: str, source: str, after_dot: bool = True) -> i
     )
 
 
+_CALL_OPENING = re.compile(r"\s*\(")
+_SPACES = re.compile(r"\s+")
+
+
+def count_calls(name: str, source: str, after_dot: bool = True) -> int:
+    r"""``count_after_non_word(rf"{re.escape(name)}\s*\(", source, after_dot)`` for an identifier
+    ``name``, without compiling a pattern for it: most names are counted in one file only, and
+    compiling their pattern cost more than the search."""
+
+    def opening_end(index: int) -> int | None:
+        opening = _CALL_OPENING.match(source, index)
+        return opening.end() if opening is not None else None
+
+    return _count_literal_matches(name, opening_end, source, after_dot)
+
+
+def count_headers(keyword: str, name: str, source: str) -> int:
+    r"""``count_after_non_word(rf"{keyword}\s+{re.escape(name)}\s*\(", source)`` for an
+    identifier ``name`` (``def train(``, ``class Net(``), without compiling a pattern for it."""
+
+    def header_end(index: int) -> int | None:
+        spaces = _SPACES.match(source, index)
+        if spaces is None or not source.startswith(name, spaces.end()):
+            return None
+        opening = _CALL_OPENING.match(source, spaces.end() + len(name))
+        return opening.end() if opening is not None else None
+
+    return _count_literal_matches(keyword, header_end, source, True)
+
+
+_CLASS_HEADER_BASES = re.compile(r"^[ \t]*class\s+\w+\s*\(([^)]*)", re.MULTILINE)
+
+
+def names_in_class_bases(name: str, source: str) -> bool:
+    r"""``re.search(rf"^[ \t]*class\s+\w+\s*\([^)]*\b{re.escape(name)}\b", source, re.MULTILINE)``
+    for an identifier ``name`` (some ``class`` line lists it before its first ``)``), without
+    compiling a pattern for it."""
+    for header in _CLASS_HEADER_BASES.finditer(source):
+        bases = header.group(1)
+        start = bases.find(name)
+        while start >= 0:
+            end = start + len(name)
+            if (start == 0 or _WORD.match(bases, start - 1) is None) and (
+                end == len(bases) or _WORD.match(bases, end) is None
+            ):
+                return True
+            start = bases.find(name, start + 1)
+    return False
+
+
+def _count_literal_matches(
+    literal: str, rest_end: Callable[[int], int | None], source: str, after_dot: bool
+) -> int:
+    """The matches ``re.finditer`` finds of ``literal`` followed by what ``rest_end`` matches (it
+    gives the match's end, or None), counted as ``count_after_non_word`` counts them: leftmost
+    first, not overlapping (a failed try moves on by one character, a match past its end)."""
+    count = 0
+    start = source.find(literal)
+    while start >= 0:
+        end = rest_end(start + len(literal))
+        if end is None:
+            start = source.find(literal, start + 1)
+            continue
+        if start == 0 or (_WORD.match(source, start - 1) is None and (after_dot or source[start - 1] != ".")):
+            count += 1
+        start = source.find(literal, end)
+    return count
+
+
 def dotted_name(node: cst.BaseExpression) -> str | None:
     """``a.b.c`` for a chain of names and attributes, else None."""
     if type(node) is _NAME:

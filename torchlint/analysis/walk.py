@@ -240,15 +240,38 @@ def _field_types(cls: type[cst.CSTNode], hints: Mapping[str, object]) -> tuple[t
 @functools.lru_cache(maxsize=256)
 def inert_types(handled: frozenset[type]) -> frozenset[type]:
     """Node classes in whose subtrees no node is of a ``handled`` class: walking them calls nothing."""
+    # The largest set closed under "every field holds only inert nodes": a class leaves it when a
+    # field may hold anything, or a class that is not (or no longer) in it.
+    contents, holders = _field_contents()
     inert = set(NODE_TYPES - handled)
-    changed = True
-    while changed:  # the largest set closed under "every field holds only inert nodes"
-        changed = False
-        for cls in list(inert):
-            if any(types is None or not types <= inert for _, types in field_types(cls)):
-                inert.discard(cls)
-                changed = True
+    unknown = [cls for cls in inert if contents[cls] is None]
+    inert.difference_update(unknown)
+    left = unknown + [held for held in holders if held not in inert]
+    while left:
+        for holder in holders.get(left.pop(), ()):
+            if holder in inert:
+                inert.discard(holder)
+                left.append(holder)
     return frozenset(inert)
+
+
+@functools.lru_cache(maxsize=1)
+def _field_contents() -> tuple[dict[type, frozenset[type] | None], dict[type, list[type]]]:
+    """Each node class -> the classes its fields can hold (None: a field may hold anything), and
+    each class -> the node classes with a field that can hold it."""
+    contents: dict[type, frozenset[type] | None] = {}
+    holders: dict[type, list[type]] = {}
+    for cls in NODE_TYPES:
+        held: set[type] | None = set()
+        for _, types in field_types(cls):
+            if types is None:
+                held = None
+                break
+            held |= types  # type: ignore[operator]
+        contents[cls] = frozenset(held) if held is not None else None
+        for kind in held or ():
+            holders.setdefault(kind, []).append(cls)
+    return contents, holders
 
 
 @functools.lru_cache(maxsize=256)
@@ -466,10 +489,30 @@ def callback_methods(cls: type) -> tuple[tuple[type, str | None, str | None], ..
     known = _CALLBACK_METHODS.get(cls, False)
     if known is not False:
         return known  # type: ignore[return-value]
-    own = [base for base in cls.__mro__ if base not in _CST_VISITOR_MRO]
+    attributes = _attribute_names(cls)
+    known = _CALLBACK_METHODS_BY_NAMES.get(attributes, False)
+    if known is False:
+        known = _CALLBACK_METHODS_BY_NAMES[attributes] = _callback_methods(attributes)
+    # Classes defined inside functions are new on every call (and hold their closure): not kept
+    # (their answer is, by their attribute names).
+    if "<locals>" not in cls.__qualname__:
+        _CALLBACK_METHODS[cls] = known
+    return known  # type: ignore[return-value]
+
+
+# The answer of ``callback_methods`` depends on the attribute names only: a finder class defined
+# inside a function, made again on every call, is worked out once.
+_CALLBACK_METHODS_BY_NAMES: dict[frozenset[str], tuple[tuple[type, str | None, str | None], ...] | None] = {}
+
+
+def _attribute_names(cls: type) -> frozenset[str]:
+    return frozenset(attr for base in cls.__mro__ if base not in _CST_VISITOR_MRO for attr in vars(base))
+
+
+def _callback_methods(attributes: frozenset[str]) -> tuple[tuple[type, str | None, str | None], ...] | None:
     found: dict[type, list[str | None]] = {}
     methods: tuple[tuple[type, str | None, str | None], ...] | None = ()
-    for attr in {attr for base in own for attr in vars(base)}:
+    for attr in attributes:
         prefix, _, name = attr.partition("_")
         if attr in _CALLBACKS:
             methods = None
@@ -487,9 +530,6 @@ def callback_methods(cls: type) -> tuple[tuple[type, str | None, str | None], ..
             slot[0 if prefix == "visit" else 1] = attr
     if methods is not None:
         methods = tuple((node_type, visit, leave) for node_type, (visit, leave) in found.items())
-    # Classes defined inside functions are new on every call (and hold their closure): not kept.
-    if "<locals>" not in cls.__qualname__:
-        _CALLBACK_METHODS[cls] = methods
     return methods
 
 
@@ -520,13 +560,17 @@ def _scan_methods(cls: type) -> _ScanMethods | None:
     if known is not False:
         return known  # type: ignore[return-value]
     methods = callback_methods(cls)
-    found = None
-    if methods is not None:
-        names = {node_type: (visit, leave) for node_type, visit, leave in methods}
-        found = _ScanMethods(names, frozenset(names))
+    found = _SCAN_METHODS_BY_METHODS.get(methods, False) if methods is not None else None
+    if found is False:
+        names = {node_type: (visit, leave) for node_type, visit, leave in methods}  # type: ignore[union-attr]
+        found = _SCAN_METHODS_BY_METHODS[methods] = _ScanMethods(names, frozenset(names))
     if "<locals>" not in cls.__qualname__:  # as in ``callback_methods``
         _SCAN_METHODS[cls] = found
-    return found
+    return found  # type: ignore[return-value]
+
+
+# By ``callback_methods`` answer (shared by the local finder classes with the same methods).
+_SCAN_METHODS_BY_METHODS: dict[tuple, _ScanMethods] = {}
 
 
 class _ScanHooks(Mapping[type, NodeHooks]):
