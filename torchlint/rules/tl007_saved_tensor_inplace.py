@@ -33,7 +33,9 @@ from torchlint.analysis.module_graph import Forward, related
 from torchlint.analysis.scopes import CALLED_WITH_GRAD_BY_FRAMEWORK
 from torchlint.analysis.tensor_identity import NO_DEPS, Identity, TensorIdentities
 from torchlint.analysis.torch_api import (
+    ELEMENTWISE_OF_REDUCTION,
     OP_NAMESPACES,
+    OPERATOR_OPS,
     OUT_OF_PLACE_TWINS,
     STORING_METHODS,
     TORCH_INPLACE_FUNCTIONS,
@@ -45,8 +47,8 @@ from torchlint.analysis.scopes import FunctionInfo
 from torchlint.analysis.values import UNKNOWN as UNKNOWN_VALUE, Value
 from torchlint.rule import Fix, FixSafety, Rule
 from torchlint.saved_tensors import (
+    BINARY_SAVES,
     BOTH,
-    DIVISOR,
     INPUT,
     NOTHING,
     OPERANDS,
@@ -58,23 +60,6 @@ from torchlint.saved_tensors import (
 
 M4 = "one of the variables needed for gradient computation has been modified by an inplace operation"
 
-_BINARY_SAVES = frozenset({OTHER_OPERAND, DIVISOR, OPERANDS})
-_OPERATORS: dict[type[cst.BaseBinaryOp], str] = {
-    cst.Multiply: "mul",
-    cst.Divide: "div",
-    cst.MatrixMultiply: "matmul",
-    cst.Power: "pow",
-}
-_AUG_TO_BINARY: dict[type[cst.BaseAugOp], type[cst.BaseBinaryOp]] = {
-    cst.AddAssign: cst.Add,
-    cst.SubtractAssign: cst.Subtract,
-    cst.MultiplyAssign: cst.Multiply,
-    cst.DivideAssign: cst.Divide,
-    cst.MatrixMultiplyAssign: cst.MatrixMultiply,
-    cst.PowerAssign: cst.Power,
-    cst.FloorDivideAssign: cst.FloorDivide,
-    cst.ModuloAssign: cst.Modulo,
-}
 
 
 _NO_FORWARDS: frozenset[Forward] = frozenset()
@@ -286,7 +271,7 @@ class SavedTensorInplace(Rule):
         if saves is None or saves == NOTHING or not operands or self.ctx.grad_mode.statically_disabled:
             return
         grads = [self.ctx.value_of(operand).certainly_requires_grad for operand in operands]
-        if saves in _BINARY_SAVES:
+        if saves in BINARY_SAVES:
             if len(operands) != 2:
                 return
             (a, b), (a_grad, b_grad) = operands, grads
@@ -308,7 +293,7 @@ class SavedTensorInplace(Rule):
             self._save_output(op)
 
     def leave_BinaryOperation(self, node: cst.BinaryOperation) -> None:
-        name = _OPERATORS.get(type(node.operator))
+        name = OPERATOR_OPS.get(type(node.operator).__name__)
         if name is None:
             return
         if name == "pow":
@@ -336,18 +321,19 @@ class SavedTensorInplace(Rule):
             operands = [func.value, *args]
         else:
             return None, []
-        if name in ("max", "min"):
+        elementwise = ELEMENTWISE_OF_REDUCTION.get(name)
+        if elementwise is not None:
             if len(operands) == 1 and len(node.args) == len(args):
                 return self._table.op(name), operands
             if len(operands) == 2 and self.ctx.value_of(operands[1]).is_tensor:
-                return self._table.op("maximum" if name == "max" else "minimum"), operands
+                return self._table.op(elementwise), operands
             return None, []
         if name == "pow":
             if len(operands) == 2 and self.ctx.value_of(operands[1]).kind is Kind.NUMBER:
                 return self._table.op("pow"), operands[:1]
             return None, []
         saves = self._table.op(name)
-        if saves in _BINARY_SAVES:
+        if saves in BINARY_SAVES:
             return saves, operands[:2]
         return saves, operands[:1]
 
@@ -1007,7 +993,7 @@ class SavedTensorInplace(Rule):
 
     def _augassign_fix(self, node: cst.AugAssign) -> Fix | None:
         """``y += 1`` -> ``y = y + 1`` (also for ``y.data += 1``)."""
-        operator = _AUG_TO_BINARY.get(type(node.operator))
+        operator = fixes.AUG_TO_BINARY.get(type(node.operator))
         base = _strip_data(node.target)
         if operator is None or dotted_name(base) is None:
             return None
