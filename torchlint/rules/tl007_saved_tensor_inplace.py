@@ -1,37 +1,33 @@
 """TL007 saved-tensor-inplace: an in-place change of a tensor that autograd saved for
 backward, before that backward runs.
 
-Which op saves what is data (``rules/_saved_tensors.toml``, see ``torchlint.saved_tensors``).
-A tensor is identified by the expression that produced it (the ``origin`` of its
-analysed value); views and ``.detach()`` share their base's version counter, so
-they are followed back to the base (the model's ``TensorIdentities``, which also
-follows which saving ops a value was computed from).  Saved tensors are tracked per function in
-program order and forgotten at every ``backward()`` (unless it retains the graph).
-A change is reported once a later ``backward()`` in the same function could
-reach it, or at once inside an ``nn.Module``'s ``forward`` (the framework runs
-backward after it).
+What each op saved, per function in program order, and what a call of the file's own function
+or module does to saved tensors (its summary) are the model's (``analysis/saved_state.py``,
+whose hooks this rule inherits; which op saves what is data, ``rules/_saved_tensors.toml``).
+A change of a saved tensor is reported once a later ``backward()`` in the same function could
+reach it (on a path through it), or at once inside an ``nn.Module``'s ``forward`` (the
+framework runs backward after it).  In-place modules and functionals (``nn.ReLU(inplace=True)``,
+``F.relu_``) are in-place ops whose result *is* their input.
 
-In-place modules and functionals (``nn.ReLU(inplace=True)``, ``F.relu_``) are in-place
-ops whose result *is* their input; what their in-place form saves is data too (the
-``[inplace]`` table).  An optimizer step changes the parameters of the models it was
-built from: model calls made before the step are pending changes that a later
-``backward()`` through them reports (the GAN mistake).  Backward and step events are
-the analysis's (``ctx.autograd_event``).
+An optimizer step changes the parameters of the models it was built from: a later
+``backward()`` through a model call made before the step raises too (the GAN mistake; which
+steps a backward() finds stale is the model's ``analysis/stale_steps.py``).  Backward and step
+events are the analysis's (``ctx.autograd_event``).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import libcst as cst
 
 from torchlint import fixes
 from torchlint.analysis import dotted_name, keyword_arg, positional_args
-from torchlint.analysis.effects import CallEffects, Place
-from torchlint.analysis.events import AutogradEvent, EventKind
+from torchlint.analysis.events import AutogradEvent
 from torchlint.analysis.flow import Flow
-from torchlint.analysis.module_graph import Forward, related
+from torchlint.analysis.module_graph import related
+from torchlint.analysis.stale_steps import StaleStep, StaleSteps
 from torchlint.analysis.saved_state import FixRecipe, Saved, SavedTensors, is_true, short, strip_data
 from torchlint.analysis.scopes import CALLED_WITH_GRAD_BY_FRAMEWORK
 from torchlint.analysis.torch_api import OUT_OF_PLACE_TWINS, TORCH_INPLACE_FUNCTIONS
@@ -43,7 +39,6 @@ if TYPE_CHECKING:
 
 M4 = "one of the variables needed for gradient computation has been modified by an inplace operation"
 
-_NO_FORWARDS: frozenset[Forward] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -55,30 +50,6 @@ class _Change:
     message: str
     fix: Fix | None
     statement: cst.CSTNode | None
-
-
-@dataclass(frozen=True)
-class _Step:
-    """An optimizer step, reported once a backward() through a forward it made stale follows."""
-
-    node: cst.Call  # the step, or the call of this function's that runs it
-    serial: int  # the module graph's serial at the step: forwards up to it ran before it
-    modules: frozenset[str] | None  # the modules it updates; None: not known
-    retained: frozenset[Forward]  # (not known) the graph the retained backward() before it reached
-    statement: cst.CSTNode | None
-    # A step in a function this one calls: the call, the nested calls, the step (effects.py).
-    path: tuple[Place, ...] = ()
-
-
-@dataclass
-class _Loop:
-    """A loop being analysed: its steps and the graphs its retained backward() calls reached."""
-
-    scope: object
-    serial: int  # the module graph's serial before the loop: forwards up to it were made before it
-    bindings: int  # the module graph's binding count before the loop
-    steps: list[_Step] = field(default_factory=list)
-    retained: list[frozenset[Forward]] = field(default_factory=list)
 
 
 class SavedTensorInplace(SavedTensors, Rule):
@@ -102,10 +73,8 @@ class SavedTensorInplace(SavedTensors, Rule):
         # Optimizer steps: which modules values went through is the model's (``module_graph``).
         self._graph = self.ctx.track_module_graph() if "step" in self.ctx.source else None
         self._follows_calls = self._graph is not None
-        self._steps: dict[object, list[_Step]] = {}  # scope -> steps waiting for a backward()
-        self._freed: dict[object, set[int]] = {}  # scope -> forwards (call ids) a backward() freed
-        self._retained: dict[object, frozenset[Forward]] = {}  # scope -> the graph the last backward() kept
-        self._loops: list[_Loop] = []  # the loops being analysed, innermost last
+        # The steps waiting for a backward() through a forward they made stale (the model's).
+        self._stale = StaleSteps(self.ctx, self._graph) if self._graph is not None else None
 
     def _in_forward(self) -> bool:
         function = self.ctx.function
@@ -118,12 +87,12 @@ class SavedTensorInplace(SavedTensors, Rule):
 
 
     def visit_While(self, node: cst.While) -> None:
-        if self._graph is not None:
-            self._loops.append(_Loop(self._scope, self._graph.serial, self._graph.bindings))
+        if self._stale is not None:
+            self._stale.enter_loop()
 
     def leave_While(self, node: cst.While) -> None:
-        if self._graph is not None:
-            self._second_iteration(self._loops.pop())
+        if self._stale is not None:
+            self._report_steps(self._stale.leave_loop())
 
     leave_For = leave_While
 
@@ -162,16 +131,16 @@ class SavedTensorInplace(SavedTensors, Rule):
 
     def _after_backward(self, call: cst.Call, event: AutogradEvent) -> None:
         """Report the steps before it that changed parameters its graph saved."""
-        if self._graph is not None and event.subject is not None:
-            self._backward_reaching(call, self._graph.forwards_of(event.subject), event.keeps_graph)
+        if self._stale is not None and event.subject is not None:
+            self._report_steps(self._stale.backward(call, event.subject, event.keeps_graph))
 
     def _on_step(self, call: cst.Call, event: AutogradEvent) -> None:
-        self._optimizer_step(call, event.subject)
+        if self._stale is not None:
+            self._stale.optimizer_step(call, event.subject)
 
     def _on_call(self, call: cst.Call) -> None:
-        effects = self._graph.effects_of(call) if self._graph is not None else None
-        if effects is not None:
-            self._call_effects(call, effects)
+        if self._stale is not None:
+            self._report_steps(self._stale.call(call))
 
     def _on_sequential(self, call: cst.Call) -> None:
         self._check_sequential(call)
@@ -200,97 +169,12 @@ class SavedTensorInplace(SavedTensors, Rule):
             self.report(change.node, change.message, change.fix, statement=change.statement)
 
     # ------------------------------------------------------------ optimizer steps
-    def _optimizer_step(self, node: cst.Call, optimizer: cst.BaseExpression | None) -> None:
-        """``opt.step()`` changes the parameters of the modules it was built from in place: a later
-        backward() through a forward of one of them made before the step raises M4 (the GAN mistake).
-        When what it updates is not known, it updates what the backward() just before reached."""
-        if optimizer is None or self._graph is None:
-            return
-        self._add_step(node, self._graph.serial, self._graph.optimized_modules(optimizer), ())
+    def _report_steps(self, stale: list[StaleStep]) -> None:
+        for found in stale:
+            self._report_step(found)
 
-    def _add_step(self, node: cst.Call, serial: int, modules: frozenset[str] | None, path: tuple[Place, ...]) -> None:
-        retained = self._retained.get(self._scope, _NO_FORWARDS) if modules is None else _NO_FORWARDS
-        if modules is not None and not modules or modules is None and not retained:
-            return
-        step = _Step(node, serial, modules, retained, self.ctx.statement, path)
-        self._steps.setdefault(self._scope, []).append(step)
-        for loop in self._loops:
-            if loop.scope is self._scope:
-                loop.steps.append(step)
-
-    def _call_effects(self, node: cst.Call, effects: CallEffects) -> None:
-        """A call of a function of this file: its backward() calls and steps, in order."""
-        here = Place(node, self.ctx.function, self.ctx.statement)
-        for effect in effects.effects:
-            if effect.kind is EventKind.STEP:
-                self._add_step(node, effect.serial, effect.modules, (here, *effect.path))
-            else:
-                self._backward_reaching(node, effect.reached, effect.keeps_graph, (here, *effect.path))
-
-    def _backward_reaching(
-        self, node: cst.Call, reached: frozenset[Forward], keeps_graph: bool, path: tuple[Place, ...] = ()
-    ) -> None:
-        """A backward() (``node``, or a call running it: ``path`` down to it) through the forwards ``reached``."""
-        freed = self._freed.setdefault(self._scope, set())
-        pending = self._steps.get(self._scope, [])
-        for step in list(pending):
-            stale = [f for f in reached if f.serial <= step.serial and id(f.call) not in freed and f.saves_parameters]
-            hit = self._stale_forward(step, stale, reached)
-            if hit is None or self._exclusive(step.node, node):
-                continue
-            pending.remove(step)
-            self._report_step(step, hit, backward=path or (Place(node, self.ctx.function, None),))
-        for loop in self._loops:
-            if keeps_graph and loop.scope is self._scope:
-                loop.retained.append(reached)
-        if keeps_graph:
-            self._retained[self._scope] = reached
-        else:
-            freed.update(id(forward.call) for forward in reached)
-            self._retained.pop(self._scope, None)
-
-    def _stale_forward(self, step: _Step, stale: list[Forward], reached: frozenset[Forward]) -> Forward | None:
-        """The forward made before ``step`` whose saved parameters ``step`` changed, if any."""
-        if step.modules is not None:
-            hits = [f for f in stale if any(related(f.module, module) for module in step.modules)]
-        else:
-            # Not known what it updates: what the retained backward() before it reached, but not a
-            # module with an optimizer of its own.  One of those run again after the step is
-            # probably the one stepped: silent.
-            graph = self._graph
-            assert graph is not None
-            stepped = {f.module for f in step.retained
-                       if not any(related(f.module, key) for key in graph.optimized_keys)}
-            if any(f.serial > step.serial and any(related(f.module, m) for m in stepped) for f in reached):
-                return None
-            hits = [f for f in stale if f in step.retained and f.module in stepped]
-        # The first forward of the stepped module itself (or of a part of it), else of a whole it is part of.
-        inside = step.modules or frozenset(f.module for f in step.retained)
-        return min(hits, key=lambda f: (not any(_within(f.module, m) for m in inside), f.serial)) if hits else None
-
-    def _second_iteration(self, loop: _Loop) -> None:
-        """A retained backward() in a loop through a forward made before the loop runs again on
-        the next iteration, after the loop's step changed that forward's module (SinGAN's G steps
-        over one ``fake``)."""
-        graph = self._graph
-        assert graph is not None
-        for step in loop.steps:
-            if step.modules is None:
-                continue
-            for reached in loop.retained:
-                hits = [f for f in reached if f.serial <= loop.serial and f.saves_parameters
-                        and any(related(f.module, m) for m in step.modules)
-                        and graph.held_since(f, loop.bindings)]  # (not rebound in the loop)
-                if hits:
-                    self._report_step(step, min(hits, key=lambda forward: forward.serial), next_iteration=True)
-                    break
-
-    def _exclusive(self, a: cst.CSTNode, b: cst.CSTNode) -> bool:
-        return self.ctx.flow(self.ctx.region).exclusive(a, b)
-
-    def _report_step(
-        self, step: _Step, forward: Forward, next_iteration: bool = False, backward: tuple[Place, ...] = ()
-    ) -> None:
+    def _report_step(self, found: StaleStep) -> None:
+        step, forward, next_iteration, backward = found.step, found.forward, found.next_iteration, found.backward
         node, statement = step.node, step.statement
         # A step in a function this one calls: where the forward sits (the step follows it in
         # the same function), else the call here that runs the step.
@@ -404,13 +288,6 @@ class SavedTensorInplace(SavedTensors, Rule):
         value = cst.BinaryOperation(left=base, operator=operator(), right=right)
         assign = cst.Assign(targets=[cst.AssignTarget(base)], value=value, semicolon=node.semicolon)
         return fixes.replace("assign the out-of-place result", node, assign)
-
-
-
-
-def _within(key: str, module: str) -> bool:
-    """``key`` names ``module`` or one of its parts."""
-    return key == module or key.startswith(module + ".")
 
 
 
