@@ -21,13 +21,14 @@ answers "nothing known".
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cache
 from typing import TYPE_CHECKING
 
 import libcst as cst
 
 from torchlint import fixes
 from torchlint.analysis import Kind, dotted_name, keyword_arg, positional_args
-from torchlint.analysis.effects import blocks_of, defined_names
+from torchlint.analysis.effects import CallEffects, blocks_of, defined_names
 from torchlint.analysis.events import AutogradEvent, EventKind
 from torchlint.analysis.instance_constants import built_by_call, constructor_literals, reachable
 from torchlint.analysis.scopes import FunctionInfo
@@ -120,7 +121,8 @@ class SavedTensors:
     """Hooks of the analyzer (visit_/leave_ methods) tracking what autograd saved; a rule subclasses
     it and implements the ``_on_*`` hooks.  With ``probe_of`` it summarises that callee instead."""
 
-    # Whether calls without an autograd event go to ``_on_call`` (a rule following optimizer steps).
+    # Whether the effects of calls of the file's functions go to ``_on_call_effects`` (a rule
+    # following optimizer steps; the module graph is tracked).
     _follows_calls = False
 
     def __init__(self, ctx: Analyzer, probe_of: FunctionInfo | None = None, shared: _Shared | None = None) -> None:
@@ -135,6 +137,7 @@ class SavedTensors:
             listed = listed[1:]
         self.probe_params: dict[Identity, str] = {id(param): param.name.value for param in listed}
         self._table = saved_tensor_table()
+        self._operators = _saving_operators()
         self._saved: dict[object, dict[Identity, Saved]] = {}  # scope -> tensor -> the op that saved it
         # Which tensor an expression is, and which saving ops a value was computed from.
         self._ids = TensorIdentities(ctx)
@@ -158,8 +161,9 @@ class SavedTensors:
     def _on_step(self, call: cst.Call, event: AutogradEvent) -> None:
         """An optimizer step."""
 
-    def _on_call(self, call: cst.Call) -> None:
-        """(``_follows_calls``) a call that is no autograd event."""
+    def _on_call_effects(self, call: cst.Call, effects: CallEffects) -> None:
+        """(``_follows_calls``: the module graph is tracked) a call of the file's own function that
+        runs backward() calls or steps (``effects.py``)."""
 
     def _on_sequential(self, call: cst.Call) -> None:
         """An ``nn.Sequential(...)`` constructor call."""
@@ -259,7 +263,7 @@ class SavedTensors:
             self._save_output(op)
 
     def leave_BinaryOperation(self, node: cst.BinaryOperation) -> None:
-        name = OPERATOR_OPS.get(type(node.operator).__name__)
+        name = self._operators.get(type(node.operator))
         if name is None:
             return
         if name == "pow":
@@ -323,7 +327,9 @@ class SavedTensors:
             self._on_step(node, event)
             return
         if event is None and self._follows_calls:
-            self._on_call(node)
+            effects = self.ctx.module_graph.effects_of(node)  # type: ignore[union-attr]
+            if effects is not None:
+                self._on_call_effects(node, effects)
         func = node.func
         qualified = self.ctx.qualify(func)
         if qualified == "torch.nn.Sequential":
@@ -729,6 +735,13 @@ class SavedTensors:
             return effect == OUTPUT
         return self._table.module(name[9:]) in (OUTPUT, BOTH)
 
+
+
+@cache
+def _saving_operators() -> dict[type[cst.BaseBinaryOp], str]:
+    """The arithmetic operators whose op may save a tensor (``*``, ``/``, ``@``, ``**``; not ``+``)."""
+    table = saved_tensor_table()
+    return {getattr(cst, name): op for name, op in OPERATOR_OPS.items() if table.op(op) not in (None, NOTHING)}
 
 
 def _changes_in_place(region: cst.CSTNode, parameters_only: bool) -> bool:

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
-from torchlint.analysis.effects import Place
+from torchlint.analysis.effects import CallEffects, Place
 from torchlint.analysis.events import EventKind
 from torchlint.analysis.module_graph import Forward, ModuleGraph, related
 
@@ -102,11 +102,8 @@ class StaleSteps:
         """A backward() from ``loss``: the steps before it that changed parameters its graph saved."""
         return self._backward_reaching(node, self._graph.forwards_of(loss), keeps_graph)
 
-    def call(self, node: cst.Call) -> list[StaleStep]:
+    def call_effects(self, node: cst.Call, effects: CallEffects) -> list[StaleStep]:
         """A call of a function of this file: its backward() calls and steps, in order."""
-        effects = self._graph.effects_of(node)
-        if effects is None:
-            return []
         here = Place(node, self._ctx.function, self._ctx.statement)
         found: list[StaleStep] = []
         for effect in effects.effects:

@@ -24,6 +24,7 @@ import libcst as cst
 
 from torchlint import fixes
 from torchlint.analysis import dotted_name, keyword_arg, positional_args
+from torchlint.analysis.effects import CallEffects
 from torchlint.analysis.events import AutogradEvent
 from torchlint.analysis.flow import Flow
 from torchlint.analysis.module_graph import related
@@ -138,9 +139,9 @@ class SavedTensorInplace(SavedTensors, Rule):
         if self._stale is not None:
             self._stale.optimizer_step(call, event.subject)
 
-    def _on_call(self, call: cst.Call) -> None:
+    def _on_call_effects(self, call: cst.Call, effects: CallEffects) -> None:
         if self._stale is not None:
-            self._report_steps(self._stale.call(call))
+            self._report_steps(self._stale.call_effects(call, effects))
 
     def _on_sequential(self, call: cst.Call) -> None:
         self._check_sequential(call)
