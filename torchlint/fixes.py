@@ -22,6 +22,17 @@ _BINARY_TO_AUG: dict[type[cst.BaseBinaryOp], type[cst.BaseAugOp]] = {
     cst.Multiply: cst.MultiplyAssign,
     cst.Divide: cst.DivideAssign,
 }
+# ``x op= y`` -> ``x = x op y`` (the out-of-place form of an augmented assignment).
+AUG_TO_BINARY: dict[type[cst.BaseAugOp], type[cst.BaseBinaryOp]] = {
+    cst.AddAssign: cst.Add,
+    cst.SubtractAssign: cst.Subtract,
+    cst.MultiplyAssign: cst.Multiply,
+    cst.DivideAssign: cst.Divide,
+    cst.MatrixMultiplyAssign: cst.MatrixMultiply,
+    cst.PowerAssign: cst.Power,
+    cst.FloorDivideAssign: cst.FloorDivide,
+    cst.ModuloAssign: cst.Modulo,
+}
 BINARY_TO_METHOD: dict[type[cst.BaseBinaryOp], str] = {
     cst.Subtract: "sub_",
     cst.Add: "add_",

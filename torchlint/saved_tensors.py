@@ -24,6 +24,7 @@ OTHER_OPERAND = "other-operand"  # binary: each operand only when the other requ
 DIVISOR = "divisor"  # a / b: a iff b requires grad; b whenever either does
 OPERANDS = "operands"  # binary: both operands whenever either requires grad
 NOTHING = "nothing"
+BINARY_SAVES = frozenset({OTHER_OPERAND, DIVISOR, OPERANDS})  # the categories of a binary op
 SAVES = frozenset({OUTPUT, INPUT, BOTH, OTHER_OPERAND, DIVISOR, OPERANDS, NOTHING})
 # The [inplace] section: what an op's in-place form (``inplace=True``, ``F.NAME_``) does.
 OUT_OF_PLACE = "out-of-place"  # ``inplace=True`` is accepted and ignored

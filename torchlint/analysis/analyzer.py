@@ -39,6 +39,7 @@ from torchlint.analysis.branches import ControlFlow
 from torchlint.analysis.dispatch import Dispatch, _BoundHooks
 from torchlint.analysis.evaluate import GRADIENT_TAGS, Evaluation
 from torchlint.analysis.facts import returned_item
+from torchlint.analysis.event_index import AutogradEventIndex
 from torchlint.analysis.events import AutogradEvent
 from torchlint.analysis.flow import Flow
 from torchlint.analysis.functions import Functions, _GradReadCollector
@@ -124,6 +125,8 @@ class Analyzer(Dispatch, Functions, BindingState, ControlFlow, GradModes, Evalua
         self._flows: dict[int, tuple[cst.CSTNode, Flow]] = {}
         # Which modules values went through (``module_graph.py``), tracked once a rule asks.
         self.module_graph: ModuleGraph | None = None
+        # The backward() calls by loop and function (``event_index.py``), indexed once a rule asks.
+        self.event_index: AutogradEventIndex | None = None
         self._binding_tables: dict[int, tuple[cst.CSTNode, BindingTable]] = {}
         self._call_site_values: CallSiteValues | None = None  # see ``value_given_call_sites``
         # id(parameter) -> (it, its function), for parameters with a call as default left unknown.
@@ -205,6 +208,13 @@ class Analyzer(Dispatch, Functions, BindingState, ControlFlow, GradModes, Evalua
         if self.module_graph is None:
             self.module_graph = ModuleGraph(self)
         return self.module_graph
+
+    def track_autograd_events(self) -> AutogradEventIndex:
+        """Start indexing the file's backward() calls by loop and function (``event_index.py``);
+        call before the walk (from a rule's ``__init__``)."""
+        if self.event_index is None:
+            self.event_index = AutogradEventIndex()
+        return self.event_index
 
     def flow(self, root: cst.CSTNode) -> Flow:
         """Order, dominance and exits inside ``root`` (a loop: one iteration; a function: one

@@ -307,6 +307,8 @@ class Functions:
     # ------------------------------------------------------------ call graph
     # Runs for every call: exact type tests, not ``isinstance`` (slow on libcst's ABCs).
     def _enter_Call(self, node: cst.Call) -> None:
+        if self.event_index is not None:
+            self.event_index.note(self, node)  # (a rule asked: ``track_autograd_events``)
         if self._summarising is not None:
             return  # a look into a helper: the real analysis records its calls
         callee = self._resolve_callee(node.func)

@@ -426,3 +426,29 @@ SAVING_PARAMETER_MODULES = frozenset(
 )
 # ... of which the output does not depend differentiably on the input.
 NOT_DIFFERENTIABLE_IN_INPUT_MODULES = frozenset({"Embedding"})
+
+# Calls that build a new tensor from plain data: never a graph (TL005).
+RETENSORIZING_FACTORIES = frozenset(
+    "torch." + name
+    for name in "tensor as_tensor from_numpy scalar_tensor Tensor FloatTensor DoubleTensor HalfTensor".split()
+)
+# What takes a value out of the graph: `.item()`, `.tolist()`, `.numpy()`, `.detach()`, `float(...)`.
+GRAPH_DROPPING_METHODS = frozenset({"item", "tolist", "numpy", "detach"})
+GRAPH_DROPPING_BUILTINS = frozenset({"float", "int"})
+# Factories whose every element literal decides the dtype (``torch.tensor([1, 2])``); the
+# others of DTYPE_FROM_DATA take it from their first number (``torch.full``, ``torch.arange``).
+DTYPE_FROM_ELEMENTS = frozenset({"torch.tensor", "torch.as_tensor"})
+# Full reductions: a tensor method called with no arguments returns a scalar.
+FULL_REDUCTION_METHODS = frozenset({"mean", "sum", "norm", "std", "var", "prod", "amax", "amin", "logsumexp"})
+# ... as ``torch.NAME(x)`` functions (one positional argument).
+FULL_REDUCTION_FUNCTIONS = frozenset({"torch.mean", "torch.sum", "torch.norm"})
+# ``torch.nn.functional`` losses (a scalar unless ``reduction="none"``).
+FUNCTIONAL_LOSSES = frozenset(
+    "cross_entropy binary_cross_entropy binary_cross_entropy_with_logits nll_loss kl_div mse_loss l1_loss "
+    "smooth_l1_loss huber_loss poisson_nll_loss gaussian_nll_loss hinge_embedding_loss margin_ranking_loss "
+    "soft_margin_loss multilabel_soft_margin_loss cosine_embedding_loss triplet_margin_loss".split()
+)
+# Methods that start an accumulator afresh: a list's ``clear()``, a meter's ``reset()``.
+ACCUMULATOR_RESET_METHODS = frozenset({"clear", "reset"})
+# ``torch.max(a, b)`` / ``a.max(b)`` with a tensor ``b`` is the elementwise op (saved as these).
+ELEMENTWISE_OF_REDUCTION: dict[str, str] = {"max": "maximum", "min": "minimum"}

@@ -13,7 +13,7 @@ from torchlint.analysis.values import LEAF_ON_A_PATH, MOVED_LEAF_ON_A_PATH, Valu
 from torchlint.analysis.walk import subtree as _subtree
 from torchlint.analysis.torch_api import (
     CONVERSION_METHODS, DTYPE_OF_METHOD, FACTORIES, PARAMETER, PARAMETER_TOKENS, RESHAPING_METHODS, TORCH_DTYPES,
-    VARIABLE,
+    OPTIMIZER_PREFIX, VARIABLE,
 )
 from torchlint.rule import FixSafety, Rule
 
@@ -268,7 +268,7 @@ class NonleafParameter(Rule):
 
     def visit_Call(self, node: cst.Call) -> None:
         qualified = self.ctx.qualify(node.func) or ""
-        if qualified.startswith("torch.optim.") and node.args:
+        if qualified.startswith(OPTIMIZER_PREFIX) and node.args:
             self._check_listed_as_parameters(node.args[0].value)
         event = self.ctx.autograd_event(node)
         if event is not None and event.kind is EventKind.GRAD:

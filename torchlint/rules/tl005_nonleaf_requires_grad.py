@@ -10,6 +10,7 @@ import libcst as cst
 
 from torchlint import fixes
 from torchlint.analysis import Kind, Value, dotted_name, positional_args
+from torchlint.analysis import torch_api as api
 from torchlint.analysis.bindings import bindings_in_scope
 from torchlint.analysis.events import backward_call, graph_root_key
 from torchlint.analysis.values import ASSUMED_TAGS
@@ -17,14 +18,6 @@ from torchlint.analysis.walk import scan
 from torchlint.rule import Fix, FixSafety, Rule
 
 _NONLEAF_ERROR = "you can only change requires_grad flags of leaf variables."
-# Calls that build a new tensor from plain data: never a graph.
-_RETENSORIZE = frozenset(
-    "torch." + name
-    for name in "tensor as_tensor from_numpy scalar_tensor Tensor FloatTensor DoubleTensor HalfTensor".split()
-)
-# What takes a value out of the graph: `.item()`, `.tolist()`, `.numpy()`, `.detach()`, `float(...)`.
-_GRAPH_DROPPING_METHODS = frozenset({"item", "tolist", "numpy", "detach"})
-_GRAPH_DROPPING_BUILTINS = frozenset({"float", "int"})
 # Receivers whose `requires_grad = False` may freeze a module's parameters (then its output is a leaf).
 _MAY_FREEZE = frozenset({Kind.MODULE, Kind.LEAF, Kind.UNKNOWN, Kind.OBJECT, Kind.COLLECTION})
 
@@ -87,7 +80,7 @@ class NonleafRequiresGrad(Rule):
             expr, (cst.Call, cst.BinaryOperation, cst.UnaryOperation)
         ):
             return "it is computed under `torch.no_grad()`"
-        if isinstance(expr, cst.Call) and self.ctx.qualify(expr.func) in _RETENSORIZE:
+        if isinstance(expr, cst.Call) and self.ctx.qualify(expr.func) in api.RETENSORIZING_FACTORIES:
             if any(self._drops_graph(arg.value) for arg in expr.args):
                 return "it is a new tensor made from a Python number or a NumPy array"
         value = self.ctx.value_of(expr)
@@ -105,9 +98,9 @@ class NonleafRequiresGrad(Rule):
             def visit_Call(self, call: cst.Call) -> None:
                 nonlocal found
                 func = call.func
-                if isinstance(func, cst.Attribute) and func.attr.value in _GRAPH_DROPPING_METHODS:
+                if isinstance(func, cst.Attribute) and func.attr.value in api.GRAPH_DROPPING_METHODS:
                     found = True
-                elif isinstance(func, cst.Name) and func.value in _GRAPH_DROPPING_BUILTINS:
+                elif isinstance(func, cst.Name) and func.value in api.GRAPH_DROPPING_BUILTINS:
                     found = True
                 elif (rule.ctx.qualify(func) or "").startswith("numpy."):
                     found = True

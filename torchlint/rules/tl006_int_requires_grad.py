@@ -8,7 +8,13 @@ import libcst as cst
 
 from torchlint import fixes
 from torchlint.analysis import keyword_arg, positional_args
-from torchlint.analysis.torch_api import DTYPE_FROM_DATA, FACTORIES, INTEGER_DTYPES, INTEGER_FACTORIES
+from torchlint.analysis.torch_api import (
+    DTYPE_FROM_DATA,
+    DTYPE_FROM_ELEMENTS,
+    FACTORIES,
+    INTEGER_DTYPES,
+    INTEGER_FACTORIES,
+)
 from torchlint.rule import Fix, FixSafety, Rule
 
 _DECIMAL = re.compile(r"^[0-9][0-9_]*$")
@@ -50,7 +56,7 @@ class IntRequiresGrad(Rule):
         literals = [lit for arg in data for lit in _integer_literals(arg)]
         fix = None
         if literals and all(_DECIMAL.match(lit.value) for lit in literals):
-            convert = literals if factory in ("torch.tensor", "torch.as_tensor") else literals[:1]
+            convert = literals if factory in DTYPE_FROM_ELEMENTS else literals[:1]
             fix = Fix(
                 "use float literals",
                 tuple((lit, cst.Float(value=lit.value + ".", lpar=lit.lpar, rpar=lit.rpar)) for lit in convert),
@@ -60,7 +66,7 @@ class IntRequiresGrad(Rule):
     @staticmethod
     def _dtype_deciding_args(node: cst.Call, factory: str) -> list[cst.BaseExpression]:
         args = positional_args(node)
-        if factory in ("torch.tensor", "torch.as_tensor"):
+        if factory in DTYPE_FROM_ELEMENTS:
             data = keyword_arg(node, "data")
             return args[:1] or ([data.value] if data else [])
         if factory == "torch.full":

@@ -1,9 +1,9 @@
 """TL008 grad-not-zeroed: a loop calls ``backward()`` and updates the parameters
 but never resets their gradients, so every step uses the sum of all gradients so far.
 
-Every event (a ``backward()`` call, an update, a zeroing, a call to a helper or to
-code whose body is not in this file) is recorded for each loop that encloses it and
-for the function it is in.  Helpers are analysed after the code that calls them,
+Which loops and functions call ``backward()`` is the model's index (``event_index.py``).
+Every other event (an update, a zeroing, a call to a helper or to code whose body is not
+in this file) is recorded for each loop that encloses it and for the function it is in.  Helpers are analysed after the code that calls them,
 so loops are judged in ``finish``: a loop's facts include those of the helpers it
 calls (transitively).  Anything that might zero the gradients keeps the rule silent.
 """
@@ -96,7 +96,6 @@ class _OpaqueCall:
 
 @dataclass(eq=False)
 class _Facts:
-    backward: bool = False
     updates: list[_Update] = field(default_factory=list)
     zeroes: bool = False  # every gradient is reset (zero_grad(), or what is reset is unknown)
     zeroed: set[str] = field(default_factory=set)  # tensors whose own gradient is reset (`w.grad = None`)
@@ -106,8 +105,7 @@ class _Facts:
     resets: list[frozenset[str] | None] = field(default_factory=list)
     helpers: list[FunctionInfo] = field(default_factory=list)
     opaque: list[_OpaqueCall] = field(default_factory=list)
-    # For a function: backward/updates that are not inside one of its own loops.
-    backward_outside_loops: bool = False
+    # For a function: updates that are not inside one of its own loops.
     updates_outside_loops: list[_Update] = field(default_factory=list)
 
 
@@ -131,7 +129,8 @@ class GradNotZeroed(Rule):
         self._loops: dict[int, _Loop] = {}
         self._order: list[_Loop] = []
         self._functions: dict[int, _Facts] = {}
-        self._backwards: list[cst.Call] = []  # every backward() (any spelling: ``ctx.autograd_event``)
+        # The backward() calls (any spelling), by loop and function: the model's index.
+        self._events = self.ctx.track_autograd_events()
         # Loops that reset gradients only in the other arm of an ``if`` fixed for the loop.
         self._split_by: dict[int, cst.If] = {}
         # Loops whose resets cover other optimizers' parameters only: the steps left out.
@@ -169,20 +168,9 @@ class GradNotZeroed(Rule):
     def visit_While(self, node: cst.While) -> None:
         self._enter_loop(node)
 
-    def _record_backward(self, call: cst.Call) -> None:
-        # (Recorded as the walk meets them: scanning each loop body again for its backwards
-        # costs more than the whole rule.)
-        self._backwards.append(call)
-        for facts in self._enclosing():
-            facts.backward = True
-        function = self._function_facts()
-        if function is not None and not self.ctx.loops:
-            function.backward_outside_loops = True
-
     def _backwards_in(self, loop: _Loop) -> list[cst.Call]:
         """The backward() calls (any spelling) of one iteration of ``loop``."""
-        flow = self.ctx.flow(loop.node)
-        return [call for call in self._backwards if flow.contains(call)]
+        return self._events.backwards_in(self.ctx.flow(loop.node))
 
     def _record_update(self, update: _Update) -> None:
         loops = frozenset(id(loop) for loop in self.ctx.loops if self.ctx.runs_every_iteration(loop))
@@ -214,11 +202,9 @@ class GradNotZeroed(Rule):
     def visit_Call(self, node: cst.Call) -> None:
         if not self.ctx.loops and self.ctx.function is None:
             return  # module-level code outside loops cannot matter
-        event = self.ctx.autograd_event(node)
+        event = self._events.event_at(self.ctx, node)  # (a backward() is the index's)
         if event is not None:
-            if event.kind is EventKind.BACKWARD:
-                self._record_backward(node)
-            elif event.kind is EventKind.ZERO_GRAD:
+            if event.kind is EventKind.ZERO_GRAD:
                 self._record_zeroing(event.subject, self._reset_modules(node, event.subject))
             elif event.kind is EventKind.STEP:
                 self._record_step(node, event.subject)
@@ -395,16 +381,17 @@ class GradNotZeroed(Rule):
 
     def _fails(self, loop: _Loop) -> bool:
         facts = loop.facts
-        backward, updates, zeroes = facts.backward, list(self._own_updates(loop)), facts.zeroes
+        backward = self._events.loop_calls_backward(loop.node)
+        updates, zeroes = list(self._own_updates(loop)), facts.zeroes
         zeroed = set(facts.zeroed)
         zeroes_modules = facts.zeroes_modules
         opaque = list(facts.opaque)
         helpers_zero = False
         for helper in self._helpers_of(facts):
+            backward = backward or self._events.calls_backward_outside_loops(helper)
             summary = self._functions.get(id(helper))
             if summary is None:
                 continue
-            backward = backward or summary.backward_outside_loops
             updates.extend(summary.updates_outside_loops)
             helpers_zero = helpers_zero or bool(summary.zeroes or summary.zeroed or summary.zeroes_modules)
             zeroes = zeroes or summary.zeroes

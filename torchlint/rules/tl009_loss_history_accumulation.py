@@ -36,17 +36,8 @@ from torchlint.analysis.uses import Sink, Use, container_key, declares_global
 from torchlint.analysis.walk import scan
 from torchlint.rule import Fix, FixSafety, Rule
 
-# Full reductions: a tensor method called with no arguments returns a scalar.
-_REDUCTIONS = frozenset({"mean", "sum", "norm", "std", "var", "prod", "amax", "amin", "logsumexp"})
-_FUNCTIONAL_LOSSES = frozenset(
-    "cross_entropy binary_cross_entropy binary_cross_entropy_with_logits nll_loss kl_div mse_loss l1_loss "
-    "smooth_l1_loss huber_loss poisson_nll_loss gaussian_nll_loss hinge_embedding_loss margin_ranking_loss "
-    "soft_margin_loss multilabel_soft_margin_loss cosine_embedding_loss triplet_margin_loss".split()
-)
 M6 = "Can't call numpy() on Tensor that requires grad"
 _METHOD_DEF = re.compile(r"def\s+(\w+)\s*\(\s*self\b")
-# Methods that start an accumulator afresh: a list's ``clear()``, a meter's ``reset()``.
-_RESETS = frozenset({"clear", "reset"})
 
 
 @dataclass
@@ -420,12 +411,12 @@ class LossHistoryAccumulation(Rule):
         qualified = self.ctx.qualify(func)
         if qualified is not None:
             last = qualified.rsplit(".", 1)[-1]
-            if qualified in ("torch.mean", "torch.sum", "torch.norm"):
+            if qualified in api.FULL_REDUCTION_FUNCTIONS:
                 return len(call.args) == 1 and call.args[0].keyword is None
-            if qualified.startswith("torch.nn.functional.") and last in _FUNCTIONAL_LOSSES:
+            if qualified.startswith("torch.nn.functional.") and last in api.FUNCTIONAL_LOSSES:
                 return _reduces(call)
             return False
-        if isinstance(func, cst.Attribute) and func.attr.value in _REDUCTIONS:
+        if isinstance(func, cst.Attribute) and func.attr.value in api.FULL_REDUCTION_METHODS:
             return not call.args
         module = self.ctx.value_of(func)
         origin = module.origin
@@ -495,7 +486,7 @@ def _resets_inside(loop: cst.For | cst.While, accumulator: str) -> list[cst.CSTN
 
         def visit_Call(self, node: cst.Call) -> None:
             func = node.func
-            if isinstance(func, cst.Attribute) and func.attr.value in _RESETS and dotted_name(func.value) == accumulator:
+            if isinstance(func, cst.Attribute) and func.attr.value in api.ACCUMULATOR_RESET_METHODS and dotted_name(func.value) == accumulator:
                 found.append(node)
 
     scan(loop.body, Finder())

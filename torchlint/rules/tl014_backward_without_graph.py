@@ -47,7 +47,7 @@ class BackwardWithoutGraph(Rule):
                 return f"`{fixes.source_of(origin)}` is a new tensor without history"
             if qualified in api.FROM_NUMPY_FUNCTIONS:
                 return "it is made from a NumPy array"
-            if type(origin.func) is cst.Attribute and origin.func.attr.value == "detach":
+            if type(origin.func) is cst.Attribute and origin.func.attr.value in api.DETACHING_METHODS:
                 return "it comes from `.detach()`"
         if self.ctx.grad_mode.statically_disabled:
             return "it is computed under `torch.no_grad()`/`inference_mode()`"

@@ -28,7 +28,7 @@ class NumpyOfGradTensor(Rule):
 
     def visit_Call(self, node: cst.Call) -> None:
         func = node.func
-        if type(func) is cst.Attribute and func.attr.value == "numpy" and not node.args:
+        if type(func) is cst.Attribute and func.attr.value in api.NUMPY_METHODS and not node.args:
             self._check_numpy_method(node, func)
             return
         qualified = self.ctx.qualify(func)
