@@ -87,6 +87,9 @@ class Value:
     # (calling it returns a softmax), on COLLECTION values "empty" (a literal ``[]`` nothing
     # was appended to yet).
     tags: frozenset[str] = field(default_factory=frozenset)
+    # For a dict literal (``{"mse": nn.MSELoss()}``): what indexing it gives (``element`` is what
+    # iterating gives: its keys).
+    entries: Value | None = None
 
     @property
     def requires_grad(self) -> bool:
