@@ -60,6 +60,10 @@ PROGRAMS: dict[str, tuple[str, str]] = {
         + "arr = np.array(val)\nkept = val\n", "ok"),
     "class_keeps_numbers_of_the_history": (
         COPIED + _history_loop("crit(model(xb), yb)", "") + "c = Curves(val)\nc.show()\nkept = c.train\n", "ok"),
+    "kept_terms_backpropagated_by_a_method_of_the_class": (
+        CURVES.replace("    def show(self):", "    def apply(self):\n        sum(self.train).backward()\n\n    def show(self):")
+        + "terms = []\nfor xb, yb in loader:\n    terms.append(crit(model(xb), yb))\nc = Curves(terms)\n"
+        "opt.zero_grad()\nc.apply()\nopt.step()\nval = []\nkept = None\n", "ok"),
     "history_of_no_grad_losses_plotted": (
         CURVES + "val = []\nfor xb, yb in loader:\n" + STEP + "    with torch.no_grad():\n"
         "        val.append(crit(model(xb), yb))\nCurves(val).show()\nkept = val\n", "ok"),

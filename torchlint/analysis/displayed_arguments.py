@@ -21,7 +21,8 @@ if TYPE_CHECKING:
 
 def constructor_displays_argument(ctx: Analyzer, call: cst.Call, argument: cst.Arg) -> bool:
     """``call`` makes an instance of a class that stores ``argument`` (one of ``call.args``) in
-    ``__init__`` and hands the stored attribute to NumPy or a plot in one of its methods."""
+    ``__init__`` and hands the stored attribute to NumPy or a plot in one of its methods (and
+    to ``backward()`` in none)."""
     func = call.func
     if type(func) is not cst.Name or any(arg.star for arg in call.args):
         return False
@@ -38,15 +39,18 @@ def constructor_displays_argument(ctx: Analyzer, call: cst.Call, argument: cst.A
         return False
     from torchlint.analysis.uses import Sink  # (uses imports this module)
 
+    sinks: set[Sink] = set()
     for attribute in _stored_as(init, parameter):
         for method in methods:
             if method is init or not method.params.params:
                 continue
             key = f"{method.params.params[0].name.value}.{attribute}"
             uses = analysis.value_flow(method).follow(key)
-            if uses and any(use.sink is Sink.NUMPY for use in uses):
-                return True
-    return False
+            if uses is None:
+                return False  # spreads too far to follow
+            sinks.update(use.sink for use in uses)
+    # (a method that backpropagates what it keeps: the history may be a multi-part loss)
+    return Sink.NUMPY in sinks and Sink.BACKWARD not in sinks
 
 
 def _class_and_analysis(ctx: Analyzer, func: cst.Name) -> tuple[cst.ClassDef, Analyzer] | None:
