@@ -6,7 +6,6 @@ Bindings are applied when a statement is left, after the rules' hooks for it hav
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import TYPE_CHECKING
 
 import libcst as cst
@@ -98,7 +97,7 @@ class BindingState:
         key = dotted_name(target.value)
         held = self.scope.values.get(key) if key is not None else None
         if held is not None and held.entries is not None:
-            self.scope.values[key] = replace(held, entries=join(held.entries, value))
+            self.scope.values[key] = held.with_entries(join(held.entries, value))
 
     def _bind_target(self, target: cst.BaseExpression, value: Value, value_node: cst.BaseExpression | None) -> None:
         if isinstance(target, (cst.Tuple, cst.List)):

@@ -221,7 +221,7 @@ class Evaluation(ValueFacts):
         for item in node.elements:
             value = self.value_of(item.value) if type(item) is cst.DictElement else UNKNOWN
             entries = value if entries is None else join(entries, value)
-        return Value(Kind.COLLECTION, node, element=UNKNOWN, entries=entries or UNKNOWN)
+        return Value(Kind.COLLECTION, node, element=UNKNOWN).with_entries(entries or UNKNOWN)
 
     def _value_ListComp(self, node: cst.ListComp | cst.SetComp | cst.GeneratorExp) -> Value:
         """``[f(x) for x in xs]``: a collection of what the element gives with the loop targets
