@@ -14,7 +14,7 @@ from torchlint.analysis import torch_api as api
 from torchlint.analysis.events import EventKind
 from torchlint.analysis.names import dotted_expression, dotted_name, literal_bool
 from torchlint.analysis.scopes import BindingCollector, Bindings, BindingTable, parameter_names
-from torchlint.analysis.values import BACKPROPAGATED, LEAF_ON_CPU, NUMBER, SUBMODULE_ELEMENT, UNKNOWN, Kind, Value
+from torchlint.analysis.values import BACKPROPAGATED, LEAF_ON_CPU, NUMBER, SUBMODULE_ELEMENT, UNKNOWN, Kind, Value, join
 from torchlint.analysis.walk import scan, subtree
 
 if TYPE_CHECKING:
@@ -91,6 +91,14 @@ class BindingState:
         return key in self._made_leaf_in_loop.get(id(loop), ())
 
     # ------------------------------------------------------------ bindings
+    def _bind_entry(self, target: cst.Subscript, value: Value) -> None:
+        """``losses["val"] = x`` on a dict literal bound in this scope: indexing it may give
+        ``x`` from now on (a dict bound elsewhere, or changed by other code, is not followed)."""
+        key = dotted_name(target.value)
+        held = self.scope.values.get(key) if key is not None else None
+        if held is not None and held.entries is not None:
+            self.scope.values[key] = held.with_entries(join(held.entries, value))
+
     def _bind_target(self, target: cst.BaseExpression, value: Value, value_node: cst.BaseExpression | None) -> None:
         if isinstance(target, (cst.Tuple, cst.List)):
             elements = [e.value for e in target.elements]
@@ -112,6 +120,9 @@ class BindingState:
             return
         if isinstance(target, cst.StarredElement):
             self._bind_target(target.value, UNKNOWN, None)
+            return
+        if isinstance(target, cst.Subscript):
+            self._bind_entry(target, value)
             return
         key = dotted_name(target)
         if key is None:

@@ -150,7 +150,7 @@ class Evaluation(ValueFacts):
             return Value(Kind.PLAIN, node)  # `torch.max(probs, 1)[1]`: the int64 indices
         base = self.value_of(node.value)
         if base.kind is Kind.COLLECTION:
-            return base.element or UNKNOWN
+            return (base.entries if base.entries is not None else base.element) or UNKNOWN
         if "softmax" in base.tags:  # `probs[:, -1]`: some of the probabilities
             return self._derived([base], node).tagged("softmax")
         if base.is_tensor:
@@ -215,6 +215,15 @@ class Evaluation(ValueFacts):
                      tags=_EMPTY if not node.elements else frozenset())
 
     _value_Tuple = _value_List
+
+    def _value_Dict(self, node: cst.Dict) -> Value:
+        """``{"mse": nn.MSELoss()}``: indexing gives the join of its values (a ``**other``
+        entry: unknown); iterating gives its keys, not followed."""
+        entries: Value | None = None
+        for item in node.elements:
+            value = self.value_of(item.value) if type(item) is cst.DictElement else UNKNOWN
+            entries = value if entries is None else join(entries, value)
+        return Value(Kind.COLLECTION, node, element=UNKNOWN).with_entries(entries or UNKNOWN)
 
     def _value_ListComp(self, node: cst.ListComp | cst.SetComp | cst.GeneratorExp) -> Value:
         """``[f(x) for x in xs]``: a collection of what the element gives with the loop targets

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING
 import libcst as cst
 
 from torchlint.analysis import torch_api as api
+from torchlint.analysis.displayed_arguments import constructor_displays_argument
 from torchlint.analysis.events import EventKind
 from torchlint.analysis.names import dotted_name
 from torchlint.analysis.plots import plots_on_axes
@@ -553,6 +554,8 @@ class ValueFlow:
             if not isinstance(call, cst.Call):
                 return _Step(Sink.ESCAPES)
             step = self._argument_step(call, child)
+            if step.unknown_call and constructor_displays_argument(self.ctx, call, parent):
+                return _Step(Sink.NUMPY)  # `history(train_losses, val_losses)` of a class that plots them
             if step.unknown_call and parent.keyword is not None:
                 # `tqdm(loader, total=n)`: an unseen call keeps an option, it does not return it
                 return _Step(Sink.ESCAPES)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field, replace
-from typing import Callable, TYPE_CHECKING
+from typing import Callable, ClassVar, TYPE_CHECKING
 
 import libcst as cst
 
@@ -90,6 +90,10 @@ class Value:
     # For a MODULE value built from different classes of the project on different paths
     # (``netD = NetA() if imagenet else NetB()``; ``cls`` is None then): those classes.
     alternatives: tuple[ClassInfo, ...] = ()
+    # For a dict literal (``{"mse": nn.MSELoss()}``): what indexing it gives (``element`` is what
+    # iterating gives: its keys).  Not a field (every value would pay for setting it): set on
+    # the few dict values by ``with_entries``; ``replace`` and ``join`` drop it (unknown).
+    entries: ClassVar[Value | None] = None
 
     @property
     def requires_grad(self) -> bool:
@@ -126,6 +130,12 @@ class Value:
         """A tensor known to have lost its graph: computed under no_grad/inference_mode, or from
         ``.detach()``, ``.item()``/``float()``/NumPy, or a ``torch.tensor(...)`` copy."""
         return self.kind is Kind.PLAIN and "detached" in self.tags
+
+    def with_entries(self, entries: Value) -> Value:
+        """This collection, indexed as a dict whose values are ``entries``."""
+        value = replace(self)
+        object.__setattr__(value, "entries", entries)
+        return value
 
     def tagged(self, *tags: str) -> Value:
         return replace(self, tags=self.tags | frozenset(tags))
