@@ -165,7 +165,7 @@ class ControlFlow:
         only = [key for key in ran if key not in entry and self._unbound_where_missing(key)]
         if not only or not self._block_hooks:
             return
-        joined = self.scope.values
+        joined = dict(self.scope.values)  # (a copy: later statements bind into ``scope.values``)
         changed = {key: value for key, value in ran.items() if joined.get(key) is not value}
         if not changed:
             return
@@ -268,5 +268,8 @@ class _NameRead(cst.CSTVisitor):
             self.found = True
         elif type(node) is cst.Attribute:
             node.value.visit(self)  # (``x.y``: ``y`` is no name read)
+            return False
+        elif type(node) is cst.Arg:
+            node.value.visit(self)  # (``f(y=1)``: the keyword is no name read)
             return False
         return True
