@@ -5,8 +5,6 @@ names hold where branches (``if``, loops, ``try``) meet.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import libcst as cst
 
 from torchlint.analysis.scopes import Scope
@@ -226,14 +224,17 @@ class ControlFlow:
     _leave_TryStar = _leave_Try
 
 
-@dataclass(eq=False)
 class _LoopExit:
-    """What names held where a loop's body ended, for the statements after it (``_after_loop``)."""
+    """What names held where a loop's body ended, for the statements after it (``_after_loop``).
+    (A plain class: a dataclass costs its ``exec`` at every start.)"""
 
-    scope: Scope
-    only: list[str]  # names only the loop binds
-    joined: dict[str, Value]  # the state after the loop (its identity: not rebound since)
-    ran: dict[str, Value]  # what the body left, where it differs
+    __slots__ = ("scope", "only", "joined", "ran")
+
+    def __init__(self, scope: Scope, only: list[str], joined: dict[str, Value], ran: dict[str, Value]) -> None:
+        self.scope = scope
+        self.only = only  # names only the loop binds
+        self.joined = joined  # the state after the loop (its identity: not rebound since)
+        self.ran = ran  # what the body left, where it differs
 
 
 # Expressions whose parts may not all be evaluated (or not now): reading a name there proves nothing.
