@@ -106,6 +106,7 @@ class Analyzer(Dispatch, Functions, BindingState, ControlFlow, GradModes, Evalua
         self._block_hooks: list[tuple[cst.CSTNode, list[Callable[[cst.CSTNode], None]]]] = []
         self._branch_states: list[dict[str, object]] = []
         self._comprehension_states: list[dict[str, Value]] = []
+        self._loop_exits: list = []  # names the loops just left bind (branches._note_loop_exit)
         self._rules: list[Rule] = []
         self._hooks: _BoundHooks | None = None  # built on first use, see ``_hooks_by_type``
         self._walker: Walker | None = None

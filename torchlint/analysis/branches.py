@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import libcst as cst
 
-from torchlint.analysis.values import UNKNOWN, Kind, join_states
+from torchlint.analysis.scopes import Scope
+from torchlint.analysis.values import UNKNOWN, Kind, Value, join_states
 
 
 # Statements whose bindings the analysis records in ``scope.values``.
@@ -90,6 +91,8 @@ class ControlFlow:
 
     def _enter_SimpleStatementLine(self, node: cst.SimpleStatementLine) -> None:
         self.statement = node
+        if self._loop_exits:
+            self._after_loop(node)
 
     def _leave_SimpleStatementLine(self, node: cst.SimpleStatementLine) -> None:
         self.statement = None
@@ -123,7 +126,9 @@ class ControlFlow:
         self.loops.pop()
         self.compound.pop()
         frame = self._branch_states.pop()
-        self.scope.values = join_states(frame["entry"], self.scope.values, self._unbound_where_missing)  # type: ignore[arg-type]
+        ran = self.scope.values
+        self.scope.values = join_states(frame["entry"], ran, self._unbound_where_missing)  # type: ignore[arg-type]
+        self._note_loop_exit(frame["entry"], ran)  # type: ignore[arg-type]
 
     def _enter_While_body(self, node: cst.While) -> None:
         self._branch_states.append({"entry": dict(self.scope.values)})
@@ -165,6 +170,42 @@ class ControlFlow:
         self._branch_states[-1]["body"] = dict(self.scope.values)
 
     _leave_TryStar_orelse = _leave_Try_orelse
+
+    # ------------------------------------------------------------ after a loop
+    def _note_loop_exit(self, entry: dict[str, Value], ran: dict[str, Value]) -> None:
+        """After a loop, names only its body binds (``for x, y in loader``) are unbound on the path
+        that skipped it: a later statement that reads one runs only once the loop ran (else it
+        raises NameError), and from there on names hold what the body left (``loss = 0`` then
+        ``loss += crit(out, y)`` in the body: a tensor, not the 0).  Kept until the end of the
+        block holding the loop (``_after_loop``)."""
+        only = [key for key in ran if key not in entry and self._unbound_where_missing(key)]
+        if not only or not self._block_hooks:
+            return
+        joined = dict(self.scope.values)  # (a copy: later statements bind into ``scope.values``)
+        changed = {key: value for key, value in ran.items() if joined.get(key) is not value}
+        if not changed:
+            return
+        exit_ = _LoopExit(self.scope, only, joined, changed)
+        self._loop_exits.append(exit_)
+        self.at_block_end(lambda block: self._loop_exits.remove(exit_) if exit_ in self._loop_exits else None)
+
+    def _after_loop(self, node: cst.SimpleStatementLine) -> None:
+        """``return acc, y.shape[0], loss`` after ``for x, y in loader``: the statement reads the
+        loop's own name, so the loop ran: names the statement sees keep the body's values (those
+        not rebound since the loop)."""
+        exit_ = self._loop_exits[-1]
+        values = self.scope.values
+        if exit_.scope is not self.scope:
+            return
+        names = {key for key in exit_.only if values.get(key) is exit_.joined.get(key)}  # (not rebound since)
+        if not names:
+            self._loop_exits.pop()
+            return
+        if not _reads_unconditionally(node, names):
+            return
+        self._loop_exits.pop()
+        better = {key: value for key, value in exit_.ran.items() if values.get(key) is exit_.joined.get(key)}
+        self.scope.values = {**values, **better}
 
     def _unbound_where_missing(self, key: str) -> bool:
         """A plain name this function (or the module) binds only by statements the analysis
@@ -231,3 +272,55 @@ def _holds(block: cst.CSTNode, statement: cst.CSTNode) -> bool:
     if block is statement:
         return True
     return any(_holds(child, statement) for child in block.children)
+
+
+class _LoopExit:
+    """What names held where a loop's body ended, for the statements after it (``_after_loop``).
+    (A plain class: a dataclass costs its ``exec`` at every start.)"""
+
+    __slots__ = ("scope", "only", "joined", "ran")
+
+    def __init__(self, scope: Scope, only: list[str], joined: dict[str, Value], ran: dict[str, Value]) -> None:
+        self.scope = scope
+        self.only = only  # names only the loop binds
+        self.joined = joined  # the state after the loop (its identity: not rebound since)
+        self.ran = ran  # what the body left, where it differs
+
+
+# Expressions whose parts may not all be evaluated (or not now): reading a name there proves nothing.
+_CONDITIONAL = (cst.Lambda, cst.IfExp, cst.BooleanOperation, cst.ListComp, cst.SetComp, cst.DictComp,
+                cst.GeneratorExp)
+_READING_STATEMENTS = (cst.Return, cst.Expr, cst.Assign, cst.AugAssign, cst.AnnAssign)
+
+
+def _reads_unconditionally(node: cst.SimpleStatementLine, names: set[str]) -> bool:
+    """The statement's first small statement (a return, expression or assignment) reads one of
+    ``names`` where it is always evaluated (not in a lambda, conditional or comprehension)."""
+    small = node.body[0]
+    if not isinstance(small, _READING_STATEMENTS):
+        return False
+    value = small.value  # type: ignore[union-attr]
+    if value is None:
+        return False
+    finder = _NameRead(names)
+    value.visit(finder)
+    return finder.found
+
+
+class _NameRead(cst.CSTVisitor):
+    def __init__(self, names: set[str]) -> None:
+        self.names = names
+        self.found = False
+
+    def on_visit(self, node: cst.CSTNode) -> bool:
+        if self.found or isinstance(node, _CONDITIONAL):
+            return False
+        if type(node) is cst.Name and node.value in self.names:
+            self.found = True
+        elif type(node) is cst.Attribute:
+            node.value.visit(self)  # (``x.y``: ``y`` is no name read)
+            return False
+        elif type(node) is cst.Arg:
+            node.value.visit(self)  # (``f(y=1)``: the keyword is no name read)
+            return False
+        return True

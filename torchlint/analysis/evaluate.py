@@ -8,6 +8,7 @@ with tags); the torch spellings are data in ``torch_api``; output and conversion
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 
 import libcst as cst
@@ -150,6 +151,8 @@ class Evaluation(ValueFacts):
             return Value(Kind.PLAIN, node)  # `torch.max(probs, 1)[1]`: the int64 indices
         base = self.value_of(node.value)
         if base.kind is Kind.COLLECTION:
+            if len(node.slice) == 1 and type(node.slice[0].slice) is cst.Slice:
+                return _sliced(base, node.slice[0].slice, node)  # `stats[:4]`: still a tuple
             return (base.entries if base.entries is not None else base.element) or UNKNOWN
         if "softmax" in base.tags:  # `probs[:, -1]`: some of the probabilities
             return self._derived([base], node).tagged("softmax")
@@ -468,6 +471,27 @@ def literal_index(node: cst.Subscript) -> int | None:
         return None
     value = node.slice[0].slice.value  # type: ignore[attr-defined]
     return value.evaluated_value if type(value) is cst.Integer else None
+
+
+def _sliced(base: Value, part: cst.Slice, node: cst.Subscript) -> Value:
+    """``seq[a:b]`` of a collection: a collection of the same elements; of a fixed-size tuple
+    with literal integer bounds (``stats[:4]``, ``t[1:]``) the tuple of those positions."""
+    items = None
+    if base.items is not None and part.step is None:
+        bounds = [_literal_int(bound) for bound in (part.lower, part.upper)]
+        if all(bound is not None or given is None for bound, given in zip(bounds, (part.lower, part.upper))):
+            items = base.items[bounds[0]:bounds[1]]
+    element = functools.reduce(join, items) if items else base.element
+    return Value(Kind.COLLECTION, node, element=element or UNKNOWN, items=items, tags=base.tags)
+
+
+def _literal_int(node: cst.BaseExpression | None) -> int | None:
+    negative = type(node) is cst.UnaryOperation and type(node.operator) is cst.Minus
+    if negative:
+        node = node.expression  # type: ignore[union-attr]
+    if type(node) is not cst.Integer:
+        return None
+    return -node.evaluated_value if negative else node.evaluated_value  # type: ignore[union-attr]
 
 
 def _as_view(base: Value, result: Value) -> Value:
