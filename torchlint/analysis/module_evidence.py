@@ -1,0 +1,42 @@
+"""Whether the file treats an attribute chain of unknown value as an ``nn.Module``, read from its text.
+
+``self.model = get_model(opt)`` comes from another package, so what ``self.model.outc`` holds is
+not known; but ``self.model.outc.conv.weight`` elsewhere in the file reads a parameter below it
+(a tensor has no ``conv``, nor a ``weight``), and ``self.model.outc.parameters()`` iterates over
+its parameters: either way it is a module.  The text is searched, not the flow: the evidence may
+come later in the file (``get_optimizers`` builds the optimizer from ``model.parameters()``).
+"""
+
+from __future__ import annotations
+
+import re
+
+from torchlint.analysis import torch_api as api
+
+# After ``<key>.``: links to a parameter attribute (``conv.weight``, ``weight``) that is read (not
+# called, not assigned), or a call of a method only a module has (``parameters()``, ``eval()``).
+_BELOW_A_MODULE = re.compile(
+    r"(?:(?P<links>(?:\w+\s*\.\s*)*)(?:%s)\b(?!\s*[(\w]|\s*=[^=])|(?:%s)\s*\()"
+    % ("|".join(sorted(api.BUILTIN_PARAMETER_ATTRS)), "|".join(sorted(api.MODULE_EVIDENCE_METHODS)))
+)
+
+
+def treated_as_module(source: str, key: str) -> bool:
+    """``key`` (``self.model.outc``) is followed somewhere in ``source`` by a parameter read below
+    it or a module-only method call, through no configuration link (``key.config.weight``)."""
+    if _through_configuration(key):
+        return False
+    prefix = key + "."
+    start = source.find(prefix)
+    while start >= 0:
+        before = source[start - 1] if start else " "
+        if not (before.isalnum() or before in "_."):
+            match = _BELOW_A_MODULE.match(source, start + len(prefix))
+            if match is not None and not _through_configuration(match.group("links")):
+                return True
+        start = source.find(prefix, start + 1)
+    return False
+
+
+def _through_configuration(links: str | None) -> bool:
+    return bool(links) and any(link.strip() in api.NOT_SUBMODULE_ATTRIBUTES for link in links.split("."))
