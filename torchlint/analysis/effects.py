@@ -83,12 +83,13 @@ class CallEffects:
 
 
 _DEF = re.compile(r"^[ \t]*(?:async[ \t]+)?def[ \t]+(\w+)", re.MULTILINE)
-_EVENT_WORDS = re.compile(r"backward|\.step\(")
+# (``load_state_dict`` overwrites parameters in place, as a step does: ``module_graph.overwritten_modules``)
+_EVENT_WORDS = re.compile(r"backward|\.step\(|\.load_state_dict\(")
 
 
 def may_have_effects(graph: ModuleGraph, info: FunctionInfo) -> bool:
     """The callee's text may backpropagate or step: a ``def`` of its name whose text (up to the
-    next ``def``) says ``backward`` or ``.step(`` -- found once per file from the source."""
+    next ``def``) says ``backward``, ``.step(`` or ``.load_state_dict(`` -- found once per file from the source."""
     return info.name in _text_index(graph).event_functions
 
 

@@ -40,3 +40,15 @@ def treated_as_module(source: str, key: str) -> bool:
 
 def _through_configuration(links: str | None) -> bool:
     return bool(links) and any(link.strip() in api.NOT_SUBMODULE_ATTRIBUTES for link in links.split("."))
+
+
+def called_in(source: str, key: str) -> bool:
+    """``key(`` appears in ``source``: it is called (an optimizer, which also has ``load_state_dict``, is not)."""
+    start = source.find(key)
+    while start >= 0:
+        before = source[start - 1] if start else " "
+        end = start + len(key)
+        if not (before.isalnum() or before in "_.") and source[end:end + 1] == "(":
+            return True
+        start = source.find(key, end)
+    return False

@@ -35,6 +35,7 @@ import libcst as cst
 from torchlint.analysis import effects as call_effects
 from torchlint.analysis import torch_api as api
 from torchlint.analysis.events import EventKind
+from torchlint.analysis.module_evidence import called_in
 from torchlint.analysis.names import dotted_name, literal_bool
 from torchlint.analysis.scopes import CALLED_WITH_GRAD_BY_FRAMEWORK, parameter_names
 from torchlint.analysis.values import Kind
@@ -254,6 +255,17 @@ class ModuleGraph:
         other = dotted_name(bound) if isinstance(bound, (cst.Name, cst.Attribute)) else None
         return (key,) if other is None else (key, other + dot + rest)
 
+    def overwritten_modules(self, call: cst.Call) -> frozenset[str] | None:
+        """The module keys whose parameters ``call`` overwrites in place, as a step does:
+        ``M.load_state_dict(sd)`` of a module ``M``; None for any other call."""
+        func = call.func
+        if type(func) is not cst.Attribute or func.attr.value not in api.PARAMETER_OVERWRITING_METHODS:
+            return None
+        key = dotted_name(func.value)
+        if key is None or not self.is_module_key(key):
+            return None
+        return frozenset({self._outer_key(key)})
+
     def effects_of(self, call: cst.Call) -> CallEffects | None:
         """What ``call``, a call of a function of this file, does (``analysis/effects.py``); asked
         at the call (once per call node), None when it is not such a call or does nothing known.
@@ -367,6 +379,10 @@ class ModuleGraph:
                 if self.parent is not None:  # (what a callee finds holds for the file)
                     self.root._module_keys.add(key if key.startswith("self.") else self._outer_key(key))
             return
+        if type(func) is cst.Attribute and func.attr.value in api.PARAMETER_OVERWRITING_METHODS:
+            key = dotted_name(func.value)
+            if key is not None and key not in self._module_keys and called_in(self._ctx.source, key):
+                self._module_keys.add(key)  # `model_old.load_state_dict(sd)` and `model_old(x)`: a module
         qualified = self._ctx.qualify(func)
         if qualified is not None:
             if qualified.startswith(api.OPTIMIZER_PREFIX) and not qualified.startswith(api.NON_OPTIMIZER_PREFIXES):
@@ -511,6 +527,10 @@ class ModuleGraph:
     def _record_event(self, call: cst.Call) -> None:
         event = self._ctx.autograd_event(call)
         if event is None or event.subject is None:
+            overwritten = self.overwritten_modules(call) if event is None else None
+            if overwritten is not None:  # `self.target.load_state_dict(sd)`: a step of the target
+                here = (call_effects.Place(call, self._ctx.function, self._ctx.statement),)
+                self.recorded.append(call_effects.Effect(EventKind.STEP, here, self.serial, modules=overwritten))
             return
         here = (call_effects.Place(call, self._ctx.function, self._ctx.statement),)
         if event.kind in (EventKind.BACKWARD, EventKind.GRAD):

@@ -32,6 +32,7 @@ from torchlint.analysis.events import EventKind
 from torchlint.analysis.module_graph import Forward, related
 from torchlint.analysis.scopes import CALLED_WITH_GRAD_BY_FRAMEWORK
 from torchlint.analysis.tensor_identity import NO_DEPS, Identity, TensorIdentities
+from torchlint.analysis import torch_api as api
 from torchlint.analysis.torch_api import (
     OP_NAMESPACES,
     OUT_OF_PLACE_TWINS,
@@ -371,6 +372,10 @@ class SavedTensorInplace(Rule):
             self._optimizer_step(node, event.subject)
             return
         if event is None and self._graph is not None:
+            overwritten = self._graph.overwritten_modules(node)
+            if overwritten is not None:  # `model_old.load_state_dict(sd)`: copies into the parameters in place
+                self._add_step(node, self._graph.serial, overwritten, ())
+                return
             effects = self._graph.effects_of(node)
             if effects is not None:
                 self._call_effects(node, effects)
@@ -912,11 +917,18 @@ class SavedTensorInplace(Rule):
         if step.modules is not None:
             stepped = next((m for m in sorted(step.modules) if related(m, forward.module)), forward.module)
             stepped = stepped.rpartition(":")[2]  # (a callee's own name for it: ``effects.py``)
+            # (the event at the end of the path: an optimizer step, or a `load_state_dict` copy)
+            event = step.path[-1].node if step.path else step.node
+            overwrite = type(event) is cst.Call and type(event.func) is cst.Attribute \
+                and event.func.attr.value in api.PARAMETER_OVERWRITING_METHODS
+            advice = ("load the state after every backward() through the graph, or compute the loss again after loading"
+                      if overwrite else "call step() after every backward() through the graph, or compute the loss "
+                      "again after the step")
             message = (
                 f"`{call}` changes the parameters of `{stepped}` in place, but `{module}` saved them "
-                f"for {later}{' (on the next iteration of the loop)' if next_iteration else ''}: "
-                f"backward() raises '{M4}'; call step() after every "
-                "backward() through the graph, or compute the loss again after the step"
+                f"for {later.replace('the step', 'it') if overwrite else later}"
+                f"{' (on the next iteration of the loop)' if next_iteration else ''}: "
+                f"backward() raises '{M4}'; {advice}"
             )
         else:
             message = (
