@@ -53,6 +53,15 @@ _MAX_PARAMETER_HOPS = 2
 _SUBMODULE_REGISTRATION = frozenset({"add_module", "register_module"})
 
 
+def element_key(expr: cst.BaseExpression) -> str | None:
+    """The dotted name of ``expr``; of an element of a container (``self.q_nets[i]``, ``opts[0]``),
+    the container's: for the graph a list of modules is one module, and a list of optimizers
+    updates them all (an element's index is not followed)."""
+    while type(expr) is cst.Subscript:
+        expr = expr.value  # type: ignore[attr-defined]
+    return dotted_name(expr)
+
+
 def related(a: str, b: str) -> bool:
     """Module keys naming the same module, or one a submodule of the other."""
     return a == b or a.startswith(b + ".") or b.startswith(a + ".")
@@ -96,6 +105,8 @@ class ModuleGraph:
         self._ctx = ctx
         self._through: dict[tuple[object, str], frozenset[Forward]] = {}
         self._assigned: dict[tuple[object, str], cst.BaseExpression] = {}
+        # (function or class, container key) -> the optimizer constructions appended to it (root only).
+        self._held_optimizers: dict[tuple[object, str], list[cst.Call]] = {}
         self._forwards: dict[int, Forward] = {}  # call id -> its forward (one per call node)
         self._last_forward: dict[tuple[object, str], Forward] = {}  # (function, module key) -> its latest forward
         self._module_keys: set[str] = set()  # names with module evidence (``D.parameters()``, ``D.train()``)
@@ -201,6 +212,14 @@ class ModuleGraph:
 
     def optimized_modules(self, optimizer: cst.BaseExpression) -> frozenset[str] | None:
         """The module keys ``optimizer`` was built from; None when that is not known."""
+        if type(optimizer) is cst.Subscript:  # `self.q_optimizers[i]`: all that its container's optimizers update
+            container = element_key(optimizer)
+            held = self._held_optimizer_modules(container) if container is not None else None
+            listed = self.assigned(container) if held is None and container is not None else None
+            if type(listed) in (cst.List, cst.Tuple):  # `opts = [Adam(G.parameters()), Adam(D.parameters())]`
+                held = self._modules_in(listed, _MAX_PARAMETER_HOPS)  # type: ignore[arg-type]
+            if held is not None:
+                return held if self.parent is None else frozenset(self._outer_key(k) for k in held)
         key = dotted_name(optimizer)
         argument = self._argument_of(key) if key is not None else None
         if argument is not None:
@@ -358,10 +377,39 @@ class ModuleGraph:
     def add(self, holder: cst.BaseExpression, value: cst.BaseExpression) -> None:
         """``holder`` now also holds ``value``: ``losses.append(loss)``, ``total += loss``, ``x[i] = y``."""
         key = dotted_name(holder)
+        if key is not None and type(value) is cst.Call and self._is_optimizer_construction(value):
+            self._note_held_optimizer(key, value)  # `self.q_optimizers.append(Adam(self.q_nets[i].parameters()))`
         forwards = self.forwards_of(value)
         if key is not None and forwards:
             slot = (self._ctx.function, key)
             self._through[slot] = self._through.get(slot, _NONE) | forwards
+
+    def _is_optimizer_construction(self, call: cst.Call) -> bool:
+        qualified = self._ctx.qualify(call.func) or ""
+        return qualified.startswith(api.OPTIMIZER_PREFIX) and not qualified.startswith(api.NON_OPTIMIZER_PREFIXES)
+
+    def _note_held_optimizer(self, key: str, construction: cst.Call) -> None:
+        function = self._ctx.function
+        owners = [function] + ([function.cls] if function is not None and function.cls is not None
+                               and key.startswith("self.") else [])
+        for owner in owners:
+            self.root._held_optimizers.setdefault((owner, key), []).append(construction)
+
+    def _held_optimizer_modules(self, container: str) -> frozenset[str] | None:
+        """The modules the optimizers appended to ``container`` update (None: none appended)."""
+        function = self._ctx.function
+        held = self.root._held_optimizers.get((function, container))
+        if held is None and container.startswith("self.") and function is not None and function.cls is not None:
+            held = self.root._held_optimizers.get((function.cls, container))
+        if held is None:
+            return None
+        keys: set[str] = set()
+        for construction in held:
+            found = self._modules_in(construction, _MAX_PARAMETER_HOPS)
+            if found is None:
+                return None
+            keys |= found
+        return frozenset(keys)
 
     def unbind(self, target: cst.BaseExpression) -> None:
         self._set(target, _NONE, None)
@@ -373,7 +421,7 @@ class ModuleGraph:
         if type(func) is cst.Attribute and func.attr.value in _SUBMODULE_REGISTRATION and self.parent is None:
             self._note_alias(call)
         if type(func) is cst.Attribute and func.attr.value in api.MODULE_GRAPH_EVIDENCE_METHODS:
-            key = dotted_name(func.value)
+            key = element_key(func.value)  # (`self.q_nets[i].parameters()`: the container holds modules)
             if key is not None:
                 self._module_keys.add(key)
                 if self.parent is not None:  # (what a callee finds holds for the file)
@@ -693,6 +741,12 @@ class ModuleGraph:
         """(the module's key, whether its graph saves its parameters, whether it is known to be a
         module) when ``call`` runs a module, or may (a callable parameter)."""
         ctx, func = self._ctx, call.func
+        if type(func) is cst.Subscript:  # `self.q_nets[i](x)`: an element of a container of modules
+            container = element_key(func)
+            if container is not None and ctx.value_of(func).kind in (Kind.MODULE, Kind.UNKNOWN) \
+                    and self.is_module_key(container):
+                return container, True, True
+            return None
         key = dotted_name(func)
         if key is None or ctx.qualify(func) is not None:
             return None
@@ -734,7 +788,7 @@ class ModuleGraph:
             if kind is cst.Call:
                 func = current.func  # type: ignore[attr-defined]
                 if type(func) is cst.Attribute and func.attr.value in api.PARAMETER_SOURCES:
-                    key = dotted_name(func.value)
+                    key = element_key(func.value)
                     unresolved = unresolved or key is None
                     keys.update([key] if key is not None else [])
                 else:  # `Adam(...)`, `list(...)`, `chain(...)`: what they are handed
