@@ -9,16 +9,20 @@ come later in the file (``get_optimizers`` builds the optimizer from ``model.par
 
 from __future__ import annotations
 
+import functools
 import re
 
 from torchlint.analysis import torch_api as api
 
-# After ``<key>.``: links to a parameter attribute (``conv.weight``, ``weight``) that is read (not
-# called, not assigned), or a call of a method only a module has (``parameters()``, ``eval()``).
-_BELOW_A_MODULE = re.compile(
-    r"(?:(?P<links>(?:\w+\s*\.\s*)*)(?:%s)\b(?!\s*[(\w]|\s*=[^=])|(?:%s)\s*\()"
-    % ("|".join(sorted(api.BUILTIN_PARAMETER_ATTRS)), "|".join(sorted(api.MODULE_EVIDENCE_METHODS)))
-)
+@functools.cache
+def _below_a_module() -> re.Pattern[str]:
+    """After ``<key>.``: links to a parameter attribute (``conv.weight``, ``weight``) that is read
+    (not called, not assigned), or a call of a method only a module has (``parameters()``,
+    ``eval()``).  Compiled on first use: most runs never ask."""
+    return re.compile(
+        r"(?:(?P<links>(?:\w+\s*\.\s*)*)(?:%s)\b(?!\s*[(\w]|\s*=[^=])|(?:%s)\s*\()"
+        % ("|".join(sorted(api.BUILTIN_PARAMETER_ATTRS)), "|".join(sorted(api.MODULE_EVIDENCE_METHODS)))
+    )
 
 
 def treated_as_module(source: str, key: str) -> bool:
@@ -31,7 +35,7 @@ def treated_as_module(source: str, key: str) -> bool:
     while start >= 0:
         before = source[start - 1] if start else " "
         if not (before.isalnum() or before in "_."):
-            match = _BELOW_A_MODULE.match(source, start + len(prefix))
+            match = _below_a_module().match(source, start + len(prefix))
             if match is not None and not _through_configuration(match.group("links")):
                 return True
         start = source.find(prefix, start + 1)

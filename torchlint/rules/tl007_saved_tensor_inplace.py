@@ -372,7 +372,9 @@ class SavedTensorInplace(Rule):
             self._optimizer_step(node, event.subject)
             return
         if event is None and self._graph is not None:
-            overwritten = self._graph.overwritten_modules(node)
+            func = node.func
+            overwritten = self._graph.overwritten_modules(node) if type(func) is cst.Attribute \
+                and func.attr.value in api.PARAMETER_OVERWRITING_METHODS else None
             if overwritten is not None:  # `model_old.load_state_dict(sd)`: copies into the parameters in place
                 self._add_step(node, self._graph.serial, overwritten, ())
                 return
