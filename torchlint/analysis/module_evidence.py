@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import re
+from collections.abc import Iterator
 
 from torchlint.analysis import torch_api as api
 
@@ -30,15 +31,11 @@ def treated_as_module(source: str, key: str) -> bool:
     it or a module-only method call, through no configuration link (``key.config.weight``)."""
     if _through_configuration(key):
         return False
-    prefix = key + "."
-    start = source.find(prefix)
-    while start >= 0:
-        before = source[start - 1] if start else " "
-        if not (before.isalnum() or before in "_."):
-            match = _below_a_module().match(source, start + len(prefix))
-            if match is not None and not _through_configuration(match.group("links")):
-                return True
-        start = source.find(prefix, start + 1)
+    pattern = _below_a_module()
+    for end in _ends_of(source, key + "."):
+        match = pattern.match(source, end)
+        if match is not None and not _through_configuration(match.group("links")):
+            return True
     return False
 
 
@@ -48,11 +45,15 @@ def _through_configuration(links: str | None) -> bool:
 
 def called_in(source: str, key: str) -> bool:
     """``key(`` appears in ``source``: it is called (an optimizer, which also has ``load_state_dict``, is not)."""
-    start = source.find(key)
+    return any(source.startswith("(", end) for end in _ends_of(source, key))
+
+
+def _ends_of(source: str, literal: str) -> Iterator[int]:
+    """Where each occurrence of ``literal`` not after a word character or a dot ends (the literal is
+    searched for, then what precedes it: a leading lookbehind would be tried at every position)."""
+    start = source.find(literal)
     while start >= 0:
         before = source[start - 1] if start else " "
-        end = start + len(key)
-        if not (before.isalnum() or before in "_.") and source[end:end + 1] == "(":
-            return True
-        start = source.find(key, end)
-    return False
+        if not (before.isalnum() or before in "_."):
+            yield start + len(literal)
+        start = source.find(literal, start + 1)
