@@ -83,8 +83,10 @@ class CallEffects:
 
 
 _DEF = re.compile(r"^[ \t]*(?:async[ \t]+)?def[ \t]+(\w+)", re.MULTILINE)
-# (``load_state_dict`` overwrites parameters in place, as a step does: ``module_graph.overwritten_modules``)
-_EVENT_WORDS = re.compile(r"backward|\.step\(|\.load_state_dict\(")
+_EVENT_WORDS = re.compile(r"backward|\.step\(")
+# ``load_state_dict`` overwrites parameters in place, as a step does (``module_graph.overwritten_modules``);
+# found with ``str.find``: one more branch of the regex would be tried at every position.
+_OVERWRITE_WORD = ".load_state_dict("
 
 
 def may_have_effects(graph: ModuleGraph, info: FunctionInfo) -> bool:
@@ -111,7 +113,8 @@ def _text_index(graph: ModuleGraph) -> _TextIndex:
         source = root.ctx.source
         headers = list(_DEF.finditer(source))
         spans = list(zip(headers, [match.start() for match in headers[1:]] + [len(source)]))
-        events = {match.group(1) for match, end in spans if _EVENT_WORDS.search(source, match.end(), end)}
+        events = {match.group(1) for match, end in spans if _EVENT_WORDS.search(source, match.end(), end)
+                  or source.find(_OVERWRITE_WORD, match.end(), end) >= 0}
         sites: dict[str, int] = {}
         builders = {match.group(1) for match, end in spans if source.find(".parameters(", match.end(), end) >= 0}
         calls = re.compile(r"\b(?:%s)\s*\(" % "|".join(map(re.escape, sorted(events)))) if events else None
