@@ -84,11 +84,14 @@ class CallEffects:
 
 _DEF = re.compile(r"^[ \t]*(?:async[ \t]+)?def[ \t]+(\w+)", re.MULTILINE)
 _EVENT_WORDS = re.compile(r"backward|\.step\(")
+# ``load_state_dict`` overwrites parameters in place, as a step does (``module_graph.overwritten_modules``);
+# found with ``str.find``: one more branch of the regex would be tried at every position.
+_OVERWRITE_WORD = ".load_state_dict("
 
 
 def may_have_effects(graph: ModuleGraph, info: FunctionInfo) -> bool:
     """The callee's text may backpropagate or step: a ``def`` of its name whose text (up to the
-    next ``def``) says ``backward`` or ``.step(`` -- found once per file from the source."""
+    next ``def``) says ``backward``, ``.step(`` or ``.load_state_dict(`` -- found once per file from the source."""
     return info.name in _text_index(graph).event_functions
 
 
@@ -110,7 +113,8 @@ def _text_index(graph: ModuleGraph) -> _TextIndex:
         source = root.ctx.source
         headers = list(_DEF.finditer(source))
         spans = list(zip(headers, [match.start() for match in headers[1:]] + [len(source)]))
-        events = {match.group(1) for match, end in spans if _EVENT_WORDS.search(source, match.end(), end)}
+        events = {match.group(1) for match, end in spans if _EVENT_WORDS.search(source, match.end(), end)
+                  or source.find(_OVERWRITE_WORD, match.end(), end) >= 0}
         sites: dict[str, int] = {}
         builders = {match.group(1) for match, end in spans if source.find(".parameters(", match.end(), end) >= 0}
         calls = re.compile(r"\b(?:%s)\s*\(" % "|".join(map(re.escape, sorted(events)))) if events else None

@@ -16,6 +16,7 @@ import libcst as cst
 from torchlint.analysis import summaries
 from torchlint.analysis import torch_api as api
 from torchlint.analysis.facts import ValueFacts
+from torchlint.analysis.module_evidence import treated_as_module
 from torchlint.analysis.names import (
     dotted_name, is_basic_indexing, keyword_arg, literal_bool, positional_args, through_grad,
 )
@@ -54,6 +55,17 @@ class Evaluation(ValueFacts):
         if not qualified.startswith("torch.nn.") or qualified.count(".") != 2:
             return None
         return qualified.rsplit(".", 1)[-1], origin  # type: ignore[return-value]
+
+    def holds_module(self, node: cst.BaseExpression) -> bool:
+        """``node`` holds an ``nn.Module``: its value is one, or, of unknown value, the file reads a
+        parameter below it or calls a module-only method on it (``module_evidence.py``)."""
+        value = self.value_of(node)
+        if value.kind is Kind.MODULE:
+            return True
+        if value.kind is not Kind.UNKNOWN or value.cls is not None:
+            return False
+        key = dotted_name(node)
+        return key is not None and treated_as_module(self.source, key)  # type: ignore[attr-defined]
 
     def mentions_gradient(self, node: cst.CSTNode) -> bool:
         """Whether ``node`` reads a gradient: a ``.grad`` attribute, or a name or element

@@ -35,6 +35,7 @@ import libcst as cst
 from torchlint.analysis import effects as call_effects
 from torchlint.analysis import torch_api as api
 from torchlint.analysis.events import EventKind
+from torchlint.analysis.module_evidence import called_in
 from torchlint.analysis.names import dotted_name, literal_bool
 from torchlint.analysis.scopes import CALLED_WITH_GRAD_BY_FRAMEWORK, parameter_names
 from torchlint.analysis.values import Kind
@@ -50,6 +51,15 @@ if TYPE_CHECKING:
 _MAX_PARAMETER_HOPS = 2
 # Methods that store a submodule on a module under a name: ``self.add_module("D", D)``.
 _SUBMODULE_REGISTRATION = frozenset({"add_module", "register_module"})
+
+
+def element_key(expr: cst.BaseExpression) -> str | None:
+    """The dotted name of ``expr``; of an element of a container (``self.q_nets[i]``, ``opts[0]``),
+    the container's: for the graph a list of modules is one module, and a list of optimizers
+    updates them all (an element's index is not followed)."""
+    while type(expr) is cst.Subscript:
+        expr = expr.value  # type: ignore[attr-defined]
+    return dotted_name(expr)
 
 
 def related(a: str, b: str) -> bool:
@@ -95,6 +105,8 @@ class ModuleGraph:
         self._ctx = ctx
         self._through: dict[tuple[object, str], frozenset[Forward]] = {}
         self._assigned: dict[tuple[object, str], cst.BaseExpression] = {}
+        # (function or class, container key) -> the optimizer constructions appended to it (root only).
+        self._held_optimizers: dict[tuple[object, str], list[cst.Call]] = {}
         self._forwards: dict[int, Forward] = {}  # call id -> its forward (one per call node)
         self._last_forward: dict[tuple[object, str], Forward] = {}  # (function, module key) -> its latest forward
         self._module_keys: set[str] = set()  # names with module evidence (``D.parameters()``, ``D.train()``)
@@ -200,6 +212,14 @@ class ModuleGraph:
 
     def optimized_modules(self, optimizer: cst.BaseExpression) -> frozenset[str] | None:
         """The module keys ``optimizer`` was built from; None when that is not known."""
+        if type(optimizer) is cst.Subscript:  # `self.q_optimizers[i]`: all that its container's optimizers update
+            container = element_key(optimizer)
+            held = self._held_optimizer_modules(container) if container is not None else None
+            listed = self.assigned(container) if held is None and container is not None else None
+            if type(listed) in (cst.List, cst.Tuple):  # `opts = [Adam(G.parameters()), Adam(D.parameters())]`
+                held = self._modules_in(listed, _MAX_PARAMETER_HOPS)  # type: ignore[arg-type]
+            if held is not None:
+                return held if self.parent is None else frozenset(self._outer_key(k) for k in held)
         key = dotted_name(optimizer)
         argument = self._argument_of(key) if key is not None else None
         if argument is not None:
@@ -253,6 +273,17 @@ class ModuleGraph:
         bound = self.assigned(root)
         other = dotted_name(bound) if isinstance(bound, (cst.Name, cst.Attribute)) else None
         return (key,) if other is None else (key, other + dot + rest)
+
+    def overwritten_modules(self, call: cst.Call) -> frozenset[str] | None:
+        """The module keys whose parameters ``call`` overwrites in place, as a step does:
+        ``M.load_state_dict(sd)`` of a module ``M``; None for any other call."""
+        func = call.func
+        if type(func) is not cst.Attribute or func.attr.value not in api.PARAMETER_OVERWRITING_METHODS:
+            return None
+        key = dotted_name(func.value)
+        if key is None or not self.is_module_key(key):
+            return None
+        return frozenset({self._outer_key(key)})
 
     def effects_of(self, call: cst.Call) -> CallEffects | None:
         """What ``call``, a call of a function of this file, does (``analysis/effects.py``); asked
@@ -346,10 +377,39 @@ class ModuleGraph:
     def add(self, holder: cst.BaseExpression, value: cst.BaseExpression) -> None:
         """``holder`` now also holds ``value``: ``losses.append(loss)``, ``total += loss``, ``x[i] = y``."""
         key = dotted_name(holder)
+        if key is not None and type(value) is cst.Call and self._is_optimizer_construction(value):
+            self._note_held_optimizer(key, value)  # `self.q_optimizers.append(Adam(self.q_nets[i].parameters()))`
         forwards = self.forwards_of(value)
         if key is not None and forwards:
             slot = (self._ctx.function, key)
             self._through[slot] = self._through.get(slot, _NONE) | forwards
+
+    def _is_optimizer_construction(self, call: cst.Call) -> bool:
+        qualified = self._ctx.qualify(call.func) or ""
+        return qualified.startswith(api.OPTIMIZER_PREFIX) and not qualified.startswith(api.NON_OPTIMIZER_PREFIXES)
+
+    def _note_held_optimizer(self, key: str, construction: cst.Call) -> None:
+        function = self._ctx.function
+        owners = [function] + ([function.cls] if function is not None and function.cls is not None
+                               and key.startswith("self.") else [])
+        for owner in owners:
+            self.root._held_optimizers.setdefault((owner, key), []).append(construction)
+
+    def _held_optimizer_modules(self, container: str) -> frozenset[str] | None:
+        """The modules the optimizers appended to ``container`` update (None: none appended)."""
+        function = self._ctx.function
+        held = self.root._held_optimizers.get((function, container))
+        if held is None and container.startswith("self.") and function is not None and function.cls is not None:
+            held = self.root._held_optimizers.get((function.cls, container))
+        if held is None:
+            return None
+        keys: set[str] = set()
+        for construction in held:
+            found = self._modules_in(construction, _MAX_PARAMETER_HOPS)
+            if found is None:
+                return None
+            keys |= found
+        return frozenset(keys)
 
     def unbind(self, target: cst.BaseExpression) -> None:
         self._set(target, _NONE, None)
@@ -361,12 +421,16 @@ class ModuleGraph:
         if type(func) is cst.Attribute and func.attr.value in _SUBMODULE_REGISTRATION and self.parent is None:
             self._note_alias(call)
         if type(func) is cst.Attribute and func.attr.value in api.MODULE_GRAPH_EVIDENCE_METHODS:
-            key = dotted_name(func.value)
+            key = element_key(func.value)  # (`self.q_nets[i].parameters()`: the container holds modules)
             if key is not None:
                 self._module_keys.add(key)
                 if self.parent is not None:  # (what a callee finds holds for the file)
                     self.root._module_keys.add(key if key.startswith("self.") else self._outer_key(key))
             return
+        if type(func) is cst.Attribute and func.attr.value in api.PARAMETER_OVERWRITING_METHODS:
+            key = dotted_name(func.value)
+            if key is not None and key not in self._module_keys and called_in(self._ctx.source, key):
+                self._module_keys.add(key)  # `model_old.load_state_dict(sd)` and `model_old(x)`: a module
         qualified = self._ctx.qualify(func)
         if qualified is not None:
             if qualified.startswith(api.OPTIMIZER_PREFIX) and not qualified.startswith(api.NON_OPTIMIZER_PREFIXES):
@@ -511,6 +575,10 @@ class ModuleGraph:
     def _record_event(self, call: cst.Call) -> None:
         event = self._ctx.autograd_event(call)
         if event is None or event.subject is None:
+            overwritten = self.overwritten_modules(call) if event is None else None
+            if overwritten is not None:  # `self.target.load_state_dict(sd)`: a step of the target
+                here = (call_effects.Place(call, self._ctx.function, self._ctx.statement),)
+                self.recorded.append(call_effects.Effect(EventKind.STEP, here, self.serial, modules=overwritten))
             return
         here = (call_effects.Place(call, self._ctx.function, self._ctx.statement),)
         if event.kind in (EventKind.BACKWARD, EventKind.GRAD):
@@ -673,6 +741,12 @@ class ModuleGraph:
         """(the module's key, whether its graph saves its parameters, whether it is known to be a
         module) when ``call`` runs a module, or may (a callable parameter)."""
         ctx, func = self._ctx, call.func
+        if type(func) is cst.Subscript:  # `self.q_nets[i](x)`: an element of a container of modules
+            container = element_key(func)
+            if container is not None and ctx.value_of(func).kind in (Kind.MODULE, Kind.UNKNOWN) \
+                    and self.is_module_key(container):
+                return container, True, True
+            return None
         key = dotted_name(func)
         if key is None or ctx.qualify(func) is not None:
             return None
@@ -714,7 +788,7 @@ class ModuleGraph:
             if kind is cst.Call:
                 func = current.func  # type: ignore[attr-defined]
                 if type(func) is cst.Attribute and func.attr.value in api.PARAMETER_SOURCES:
-                    key = dotted_name(func.value)
+                    key = element_key(func.value)
                     unresolved = unresolved or key is None
                     keys.update([key] if key is not None else [])
                 else:  # `Adam(...)`, `list(...)`, `chain(...)`: what they are handed

@@ -34,6 +34,7 @@ from torchlint.analysis.instance_constants import built_by_call, constructor_lit
 from torchlint.analysis.scopes import FunctionInfo
 from torchlint.analysis.tensor_identity import NO_DEPS, Identity, TensorIdentities
 from torchlint.analysis.torch_api import (
+    PARAMETER_OVERWRITING_METHODS,
     ELEMENTWISE_OF_REDUCTION,
     OP_NAMESPACES,
     OPERATOR_OPS,
@@ -160,6 +161,10 @@ class SavedTensors:
 
     def _on_step(self, call: cst.Call, event: AutogradEvent) -> None:
         """An optimizer step."""
+
+    def _on_overwrite(self, call: cst.Call, modules: frozenset[str]) -> None:
+        """(``_follows_calls``) ``m.load_state_dict(sd)``: the parameters of ``modules`` are
+        overwritten in place, as by a step."""
 
     def _on_call_effects(self, call: cst.Call, effects: CallEffects) -> None:
         """(``_follows_calls``: the module graph is tracked) a call of the file's own function that
@@ -327,7 +332,14 @@ class SavedTensors:
             self._on_step(node, event)
             return
         if event is None and self._follows_calls:
-            effects = self.ctx.module_graph.effects_of(node)  # type: ignore[union-attr]
+            graph = self.ctx.module_graph
+            func = node.func
+            overwritten = graph.overwritten_modules(node) if type(func) is cst.Attribute \
+                and func.attr.value in PARAMETER_OVERWRITING_METHODS else None  # type: ignore[union-attr]
+            if overwritten is not None:  # `model_old.load_state_dict(sd)`: copies into the parameters in place
+                self._on_overwrite(node, overwritten)
+                return
+            effects = graph.effects_of(node)  # type: ignore[union-attr]
             if effects is not None:
                 self._on_call_effects(node, effects)
         func = node.func

@@ -98,6 +98,10 @@ class StaleSteps:
         if optimizer is not None:
             self._add_step(node, self._graph.serial, self._graph.optimized_modules(optimizer), ())
 
+    def overwrite(self, node: cst.Call, modules: frozenset[str]) -> None:
+        """``m.load_state_dict(sd)``: it copies into the parameters of ``modules`` in place, as a step."""
+        self._add_step(node, self._graph.serial, modules, ())
+
     def backward(self, node: cst.Call, loss: cst.BaseExpression, keeps_graph: bool) -> list[StaleStep]:
         """A backward() from ``loss``: the steps before it that changed parameters its graph saved."""
         return self._backward_reaching(node, self._graph.forwards_of(loss), keeps_graph)

@@ -222,6 +222,9 @@ ZERO_GRAD_FUNCTIONS = frozenset({"torch._foreach_zero_"})
 # In-place methods that zero a gradient tensor (``p.grad.zero_()``, ``p.grad.data.fill_(0)``).
 GRAD_ZEROING_METHODS = frozenset({"zero_", "fill_"})
 STEP_METHODS = frozenset({"step"})
+# Module methods that copy new values into the parameters in place, as a step does (measured:
+# ``load_state_dict`` between a forward and the backward through it raises M4).
+PARAMETER_OVERWRITING_METHODS = frozenset({"load_state_dict"})
 # Methods through which a backward() that succeeds proves the receiver requires grad: they
 # depend on their receiver only (``y.sum().backward()``).
 SAME_GRAPH_METHODS = frozenset(

@@ -31,7 +31,7 @@ from torchlint.analysis.module_graph import related
 from torchlint.analysis.stale_steps import StaleStep, StaleSteps
 from torchlint.analysis.saved_state import FixRecipe, Saved, SavedTensors, is_true, short, strip_data
 from torchlint.analysis.scopes import CALLED_WITH_GRAD_BY_FRAMEWORK
-from torchlint.analysis.torch_api import OUT_OF_PLACE_TWINS, TORCH_INPLACE_FUNCTIONS
+from torchlint.analysis.torch_api import OUT_OF_PLACE_TWINS, PARAMETER_OVERWRITING_METHODS, TORCH_INPLACE_FUNCTIONS
 from torchlint.rule import Diagnostic, Fix, FixSafety, Rule, RuleOptions
 from torchlint.saved_tensors import OUT_OF_PLACE, OUTPUT
 
@@ -139,6 +139,10 @@ class SavedTensorInplace(SavedTensors, Rule):
         if self._stale is not None:
             self._stale.optimizer_step(call, event.subject)
 
+    def _on_overwrite(self, call: cst.Call, modules: frozenset[str]) -> None:
+        if self._stale is not None:
+            self._stale.overwrite(call, modules)
+
     def _on_call_effects(self, call: cst.Call, effects: CallEffects) -> None:
         if self._stale is not None:
             self._report_steps(self._stale.call_effects(call, effects))
@@ -194,11 +198,18 @@ class SavedTensorInplace(SavedTensors, Rule):
         if step.modules is not None:
             stepped = next((m for m in sorted(step.modules) if related(m, forward.module)), forward.module)
             stepped = stepped.rpartition(":")[2]  # (a callee's own name for it: ``effects.py``)
+            # (the event at the end of the path: an optimizer step, or a `load_state_dict` copy)
+            event = step.path[-1].node if step.path else step.node
+            overwrite = type(event) is cst.Call and type(event.func) is cst.Attribute \
+                and event.func.attr.value in PARAMETER_OVERWRITING_METHODS
+            advice = ("load the state after every backward() through the graph, or compute the loss again after loading"
+                      if overwrite else "call step() after every backward() through the graph, or compute the loss "
+                      "again after the step")
             message = (
                 f"`{call}` changes the parameters of `{stepped}` in place, but `{module}` saved them "
-                f"for {later}{' (on the next iteration of the loop)' if next_iteration else ''}: "
-                f"backward() raises '{M4}'; call step() after every "
-                "backward() through the graph, or compute the loss again after the step"
+                f"for {later.replace('the step', 'it') if overwrite else later}"
+                f"{' (on the next iteration of the loop)' if next_iteration else ''}: "
+                f"backward() raises '{M4}'; {advice}"
             )
         else:
             message = (

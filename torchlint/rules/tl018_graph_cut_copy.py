@@ -7,7 +7,9 @@ import libcst as cst
 from torchlint import fixes
 from torchlint.analysis import Value
 from torchlint.analysis import torch_api as api
+from torchlint.analysis.events import EventKind
 from torchlint.analysis.facts import data_argument
+from torchlint.analysis.graph_cuts import copies_in, graphless_terms
 from torchlint.analysis.values import ASSUMED_TAGS
 from torchlint.rule import Fix, FixSafety, Rule
 
@@ -21,9 +23,18 @@ class GraphCutCopy(Rule):
     summary = "`torch.tensor(t)` of a tensor that requires grad: a copy without history, gradients stop there"
     default = False  # precision on real code below the bar: see the rule's page
     fix_safety = FixSafety.UNSAFE
-    tokens = ("tensor(",)
+    tokens = ("tensor(", "from_numpy(")
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+        source = self.ctx.source
+        # NumPy round trips are found from the backward() of the loss they leave a graph-less term of.
+        self._graph = self.ctx.track_module_graph() if "numpy()" in source and "backward" in source else None
+        self._reported: set[int] = set()
 
     def visit_Call(self, node: cst.Call) -> None:
+        if self._graph is not None:
+            self._check_round_trips(node)
         if self.ctx.qualify(node.func) not in api.COPY_CONSTRUCTORS:
             return
         data = data_argument(node)
@@ -55,6 +66,45 @@ class GraphCutCopy(Rule):
             self._fix(node, data, value),
             when=condition,
         )
+
+    def _check_round_trips(self, node: cst.Call) -> None:
+        """``loss = ce + triplet; loss.backward()`` where ``triplet`` was computed only from copies
+        made through NumPy (``torch.from_numpy(out.data.numpy()[idx])``) of tensors with a graph:
+        the term adds no gradient, silently (the sum still has one through ``ce``)."""
+        event = self.ctx.autograd_event(node)
+        if event is None or event.kind is not EventKind.BACKWARD or event.subject is None:
+            return
+        graph = self._graph
+        assert graph is not None
+        for term in graphless_terms(self.ctx, graph, node, event.subject):
+            for copy, source in copies_in(self.ctx, term, node):
+                if id(copy) in self._reported or not self._has_graph(source):
+                    continue
+                self._reported.add(id(copy))
+                name, loss = fixes.source_of(source), fixes.source_of(event.subject)
+                self.report(
+                    copy,
+                    f"`{name}` has a graph, but this copy of it through NumPy has none: `{term}`, computed from "
+                    f"it, is a term of `{loss}` without a graph, so `{fixes.source_of(node)}` gets no gradient "
+                    f"from it (the term is silently not trained); compute on `{name}` itself "
+                    f"(index it: `{name}[idx]`) to keep the graph",
+                    statement=self._statement_of(copy),
+                )
+
+    def _has_graph(self, source: cst.BaseExpression) -> bool:
+        graph = self._graph
+        assert graph is not None
+        value = self.ctx.value_of(source)
+        if value.requires_grad and not value.tagged_within(ASSUMED_TAGS):
+            return True
+        return type(source) in (cst.Name, cst.Attribute) and bool(graph.forwards_of(source))
+
+    def _statement_of(self, node: cst.CSTNode) -> cst.CSTNode | None:
+        flow = self.ctx.value_flow(self.ctx.region)
+        current: cst.CSTNode | None = node
+        while current is not None and not isinstance(current, (cst.SimpleStatementLine, cst.SimpleStatementSuite)):
+            current = flow.parent(current)
+        return current
 
     def _fix(self, node: cst.Call, data: cst.BaseExpression, value: Value) -> Fix | None:
         """``torch.tensor(t)`` -> ``t``; with ``dtype=``/``device=`` -> ``t.to(dtype=..., device=...)``;
