@@ -275,7 +275,7 @@ class ProjectClass(ProjectObject):
         if analysis is None:
             return None
         cls = analysis.scope.classes.get(self.name)
-        forward = cls.method("forward") if cls is not None else None
+        forward = cls.forward_method() if cls is not None else None
         if forward is None or not forward.returns:
             return None
         return functools.reduce(join, forward.returns)

@@ -30,7 +30,6 @@ from torchlint.analysis import Kind, dotted_name, keyword_arg, positional_args
 from torchlint.analysis.effects import CallEffects, Place, blocks_of, defined_names
 from torchlint.analysis.events import EventKind
 from torchlint.analysis.module_graph import Forward, related
-from torchlint.analysis.scopes import CALLED_WITH_GRAD_BY_FRAMEWORK
 from torchlint.analysis.tensor_identity import NO_DEPS, Identity, TensorIdentities
 from torchlint.analysis.torch_api import (
     OP_NAMESPACES,
@@ -209,12 +208,7 @@ class SavedTensorInplace(Rule):
 
     def _in_forward(self) -> bool:
         function = self.ctx.function
-        return (
-            function is not None
-            and function.cls is not None
-            and function.cls.is_module
-            and function.name in CALLED_WITH_GRAD_BY_FRAMEWORK
-        )
+        return function is not None and function.runs_as_forward
 
     # ------------------------------------------------------------ bindings
     def leave_Assign(self, node: cst.Assign) -> None:
@@ -409,7 +403,7 @@ class SavedTensorInplace(Rule):
         if callee.kind is Kind.MODULE:
             if callee.cls is None or callee.cls.node is None:
                 return None
-            return callee.cls.method("forward")
+            return callee.cls.forward_method()
         func = node.func
         name = func.value if type(func) is cst.Name else func.attr.value if type(func) is cst.Attribute else None
         if self._defined is None:
@@ -565,7 +559,7 @@ class SavedTensorInplace(Rule):
             if self._table.module(name) in (INPUT, BOTH, OTHER_OPERAND) and "parameterless" not in value.tags:
                 return {"input": _short(fixes.source_of(found[1]))}
             return {}
-        forward = value.cls.method("forward") if value.cls is not None and value.cls.node is not None else None
+        forward = value.cls.forward_method() if value.cls is not None and value.cls.node is not None else None
         params = [p.name.value for p in forward.node.params.params[1:]] if forward is not None else []
         if not params:
             return {}
