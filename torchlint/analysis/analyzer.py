@@ -254,7 +254,7 @@ class Analyzer(Dispatch, Functions, BindingState, ControlFlow, GradModes, Evalua
         head = node.func
         while type(head) is cst.Attribute:
             head = head.value  # type: ignore[attr-defined]
-        if type(head) is not cst.Name or head.value not in self.project.names:  # type: ignore[union-attr]
+        if type(head) is not cst.Name or not self.project.may_name(head.value):  # type: ignore[union-attr]
             return None
         if self.scope.lookup(head.value) is not None:
             return None  # the name is bound here, not the import

@@ -199,7 +199,7 @@ class ValueFacts:
         elif type(module.cls) is ProjectClassInfo:
             self._project_forwards[id(node)] = module.cls
         elif module.cls is not None:
-            forward = module.cls.method("forward")
+            forward = module.cls.forward_method()
             if forward is not None:
                 self._forwards[id(node)] = forward
         return output
@@ -283,7 +283,7 @@ def _class_forward_returns(cls: ClassInfo) -> Value | None:
     """The join of what the ``forward`` of ``cls`` (of this file or a sibling file) returns."""
     if type(cls) is ProjectClassInfo:
         return cls.project.forward_returns()
-    forward = cls.method("forward")
+    forward = cls.forward_method()
     return functools.reduce(join, forward.returns) if forward is not None and forward.returns else None
 
 

@@ -232,7 +232,7 @@ class Functions:
     def _sites_in_source(self, info: FunctionInfo) -> int | None:
         """How many calls of ``info`` the source spells (None: not known); a class's ``__init__``
         is called as ``Cls(...)`` too (its ``class Cls(...)`` line aside)."""
-        if info.name == "forward" and info.cls is not None and info.cls.is_module and info.is_method:
+        if info.name in ("forward", "__call__") and info.runs_as_forward and info.is_method:
             # A module class's ``forward`` runs when an instance is called (``forward_sites.py``).
             counts = self._forward_counts
             if info.cls.name not in counts:
@@ -344,7 +344,7 @@ class Functions:
         """A call of an instance of a module class of this file (``net(x)``, ``self.hyper(a, w)``)
         runs its ``forward``: recorded as a call of it."""
         module = self.value_of(node.func)
-        forward = module.cls.method("forward") if module.kind is Kind.MODULE and module.cls else None
+        forward = module.cls.forward_method() if module.kind is Kind.MODULE and module.cls else None
         if forward is None:
             return False
         forward.call_modes.append(self.grad_mode)

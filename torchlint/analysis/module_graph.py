@@ -37,7 +37,7 @@ from torchlint.analysis import torch_api as api
 from torchlint.analysis.events import EventKind
 from torchlint.analysis.module_evidence import called_in
 from torchlint.analysis.names import dotted_name, literal_bool
-from torchlint.analysis.scopes import CALLED_WITH_GRAD_BY_FRAMEWORK, parameter_names
+from torchlint.analysis.scopes import parameter_names
 from torchlint.analysis.values import Kind
 from torchlint.analysis.walk import children
 
@@ -486,7 +486,7 @@ class ModuleGraph:
             self.returned = self.returned | self.forwards_of(value)
             return
         function = self._ctx.function
-        if function is None or not function.is_method or function.name in CALLED_WITH_GRAD_BY_FRAMEWORK:
+        if function is None or not function.is_method or function.runs_as_forward:
             return  # (only calls of methods are made fresh; ``forward`` runs as ``model(x)``)
         forwards = self.forwards_of(value)
         if not forwards:

@@ -51,6 +51,9 @@ MAX_CALL_DEPTH = 3
 _CLASS = re.compile(r"^class[ \t]+(\w+)[ \t]*(?:\(([^)]*)\))?[ \t]*:", re.MULTILINE)
 _DEF = re.compile(r"^(?:async[ \t]+)?def[ \t]+(\w+)[ \t]*\(", re.MULTILINE)
 _FROM_IMPORT = re.compile(r"^from[ \t]+(\.*)([\w.]*)[ \t]+import[ \t]+(\([^)]*\)|[^\n#;]*)", re.MULTILINE)
+_ALL = re.compile(r"^__all__[ \t]*=[ \t]*[\[(]([^\])]*)[\])]", re.MULTILINE)
+_STAR_IMPORT = re.compile(r"^from[ \t]+[\w.]+[ \t]+import[ \t]*\*", re.MULTILINE)
+_QUOTED = re.compile(r"""['"](\w+)['"]""")
 # Base classes that make a class an nn.Module, as written in a ``class`` line; a bare ``Module``
 # only when the file imports it from torch.
 _MODULE_BASES = frozenset({"nn.Module", NN_MODULE_BASE})
@@ -95,6 +98,20 @@ class _File:
                         found[words[2]] = (len(dots), (*parts, words[0]))
             self._reexports = found
         return self._reexports.get(name)
+
+    def star_exports(self) -> frozenset[str] | None:
+        """The names ``from this import *`` binds that the index knows: its ``__all__`` (None
+        when it is not one literal list), else its public top-level classes, functions and
+        names it imports by name."""
+        if "__all__" in self.text:
+            match = _ALL.search(self.text)
+            if match is None or len(_ALL.findall(self.text)) != 1 or re.search(r"^__all__[ \t]*\+=", self.text, re.MULTILINE):
+                return None
+            return frozenset(_QUOTED.findall(match.group(1)))
+        self.definition("")
+        self.reexport("")
+        known = {*(self._definitions or ()), *(self._reexports or ())}
+        return frozenset(name for name in known if not name.startswith("_"))
 
     def tree(self) -> cst.Module | None:
         if self._tree is None and not self.failed:
@@ -258,7 +275,7 @@ class ProjectClass(ProjectObject):
         if analysis is None:
             return None
         cls = analysis.scope.classes.get(self.name)
-        forward = cls.method("forward") if cls is not None else None
+        forward = cls.forward_method() if cls is not None else None
         if forward is None or not forward.returns:
             return None
         return functools.reduce(join, forward.returns)
@@ -366,6 +383,9 @@ class ProjectImports:
         self.path = path
         self.depth = depth
         self.names: dict[str, tuple[int, tuple[str, ...]]] = {}
+        # ``from models import *``: (level, module parts), in import order.
+        self.stars: list[tuple[int, tuple[str, ...]]] = []
+        self._starred: dict[str, tuple[int, tuple[str, ...]] | None] = {}
         self._resolved: dict[tuple[int, tuple[str, ...]], ProjectObject | None] = {}
 
     @classmethod
@@ -391,12 +411,14 @@ class ProjectImports:
                 self.names[parts[0]] = (0, parts[:1])
 
     def add_import_from(self, node: cst.ImportFrom) -> None:
-        if type(node.names) is cst.ImportStar:
-            return
         module = dotted_name(node.module) if node.module is not None else ""
         if module is None:
             return
         parts = tuple(p for p in module.split(".") if p)
+        if type(node.names) is cst.ImportStar:
+            self.stars.append((len(node.relative), parts))
+            self._starred.clear()
+            return
         for alias in node.names:
             if type(alias.name) is not cst.Name:
                 continue
@@ -406,6 +428,10 @@ class ProjectImports:
             self.names[local] = (len(node.relative), (*parts, alias.name.value))
 
     # ------------------------------------------------------------ questions
+    def may_name(self, name: str) -> bool:
+        """``name`` may be imported from the project (by name, or by a star import)."""
+        return name in self.names or bool(self.stars)
+
     def object_of(self, expr: cst.BaseExpression) -> ProjectObject | None:
         """The class or function of a project file that ``expr`` (``Net``, ``net.Network``) names."""
         dotted = dotted_name(expr)
@@ -413,12 +439,40 @@ class ProjectImports:
             return None
         head, _, rest = dotted.partition(".")
         target = self.names.get(head)
+        if target is None and self.stars:
+            if head not in self._starred:
+                self._starred[head] = self._star_source(head)
+            target = self._starred[head]
         if target is None:
             return None
         key = (target[0], target[1] + tuple(rest.split(".")) if rest else target[1])
         if key not in self._resolved:
             self._resolved[key] = self._resolve(*key)
         return self._resolved[key]
+
+    def _star_source(self, name: str) -> tuple[int, tuple[str, ...]] | None:
+        """Where a star import binds ``name``: the last star import whose project file exports
+        it.  A project file whose ``__all__`` cannot be read, or that itself star-imports, may
+        bind anything: unknown from there on."""
+        for level, parts in reversed(self.stars):
+            file = self._module(level, parts)
+            if file is None:
+                continue  # not a project file (a library's names are not project classes)
+            exports = file.star_exports()
+            if exports is None:
+                return None
+            if name in exports:
+                return level, (*parts, name)
+            if _STAR_IMPORT.search(file.text):  # (it may pass on what a star import binds)
+                return None
+        return None
+
+    def _module(self, level: int, parts: tuple[str, ...]) -> _File | None:
+        for base in self._bases(level, parts[0] if parts else ""):
+            path = _module_file(base, parts)
+            if path is not None:
+                return _load(path)
+        return None
 
     def _resolve(self, level: int, parts: tuple[str, ...]) -> ProjectObject | None:
         # The longest prefix that is a module file; the next part is a name defined there.

@@ -377,7 +377,7 @@ class SavedTensors:
         if callee.kind is Kind.MODULE:
             if callee.cls is None or callee.cls.node is None:
                 return None
-            return callee.cls.method("forward")
+            return callee.cls.forward_method()
         func = node.func
         name = func.value if type(func) is cst.Name else func.attr.value if type(func) is cst.Attribute else None
         shared = self._shared
@@ -536,7 +536,7 @@ class SavedTensors:
             if self._table.module(name) in (INPUT, BOTH, OTHER_OPERAND) and "parameterless" not in value.tags:
                 return {"input": short(fixes.source_of(found[1]))}
             return {}
-        forward = value.cls.method("forward") if value.cls is not None and value.cls.node is not None else None
+        forward = value.cls.forward_method() if value.cls is not None and value.cls.node is not None else None
         params = [p.name.value for p in forward.node.params.params[1:]] if forward is not None else []
         if not params:
             return {}

@@ -91,6 +91,16 @@ class FunctionInfo:
     _resolved: frozenset[Mode] | None = None
 
     @property
+    def runs_as_forward(self) -> bool:
+        """A method of a module class the framework runs with grad: ``forward`` (or the
+        ``__call__`` of a class without one), ``training_step``."""
+        if self.cls is None or not self.cls.is_module:
+            return False
+        if self.name == "__call__":
+            return self.cls.forward_method() is self
+        return self.name in CALLED_WITH_GRAD_BY_FRAMEWORK
+
+    @property
     def is_method(self) -> bool:
         """Bound to an instance: its first parameter is ``self``."""
         return self.cls is not None and not any(
@@ -121,7 +131,7 @@ class FunctionInfo:
         modes: set[Mode] = set()
         for call_mode in self.call_modes or self.unresolved_call_modes:
             modes |= call_mode.possible()
-        if self.cls is not None and self.cls.is_module and self.name in CALLED_WITH_GRAD_BY_FRAMEWORK:
+        if self.runs_as_forward:
             modes.add(Mode.ENABLED)
         if not modes:
             # Nothing in the file calls it (imported and called elsewhere, a method of a
@@ -182,6 +192,11 @@ class ClassInfo:
                 if found is not None:
                     return found
         return None
+
+    def forward_method(self) -> FunctionInfo | None:
+        """The method calling an instance of this module class runs: its ``forward``, or the
+        ``__call__`` it overrides ``nn.Module.__call__`` with when it defines no ``forward``."""
+        return self.method("forward") or self.method("__call__")
 
     def method(self, name: str) -> FunctionInfo | None:
         if name in self.methods:

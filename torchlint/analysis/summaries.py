@@ -28,7 +28,7 @@ MAX_SUMMARIES_PER_FILE = 64
 
 def returned_value(caller: Analyzer, info: FunctionInfo, call: cst.Call) -> Value:
     """The value ``call`` (a call of ``info``) returns at the caller's current point."""
-    if caller.summary_depth >= MAX_SUMMARY_DEPTH or info.node.asynchronous is not None or info.name == "forward":
+    if caller.summary_depth >= MAX_SUMMARY_DEPTH or info.node.asynchronous is not None or info.name == "forward" or (info.name == "__call__" and info.runs_as_forward):
         return UNKNOWN  # (a module's forward: calling the module is how its output is known)
     if _is_generator(info):
         return UNKNOWN  # a generator returns a generator

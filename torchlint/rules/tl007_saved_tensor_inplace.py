@@ -30,7 +30,6 @@ from torchlint.analysis.flow import Flow
 from torchlint.analysis.module_graph import related
 from torchlint.analysis.stale_steps import StaleStep, StaleSteps
 from torchlint.analysis.saved_state import FixRecipe, Saved, SavedTensors, is_true, short, strip_data
-from torchlint.analysis.scopes import CALLED_WITH_GRAD_BY_FRAMEWORK
 from torchlint.analysis.torch_api import OUT_OF_PLACE_TWINS, PARAMETER_OVERWRITING_METHODS, TORCH_INPLACE_FUNCTIONS
 from torchlint.rule import Diagnostic, Fix, FixSafety, Rule, RuleOptions
 from torchlint.saved_tensors import OUT_OF_PLACE, OUTPUT
@@ -79,12 +78,7 @@ class SavedTensorInplace(SavedTensors, Rule):
 
     def _in_forward(self) -> bool:
         function = self.ctx.function
-        return (
-            function is not None
-            and function.cls is not None
-            and function.cls.is_module
-            and function.name in CALLED_WITH_GRAD_BY_FRAMEWORK
-        )
+        return function is not None and function.runs_as_forward
 
 
     def visit_While(self, node: cst.While) -> None:
