@@ -12,7 +12,6 @@ installed: `plt.plot(ys)` turns its data into an array with `np.asarray`, which 
 
 from __future__ import annotations
 
-import json
 import sys
 from collections.abc import Callable
 
@@ -21,6 +20,7 @@ import torch
 import torch.nn.functional as F
 from holdout import _mlp, _regression  # the same seeded data and model as round 1
 from measure import _outcome
+from measure import main as run_reductions
 from torch import nn
 
 REDUCTIONS: dict[str, Callable[[], str]] = {}
@@ -673,17 +673,7 @@ def r2_tl007_masked_fill_on_linear_output_ok() -> str:
 
 
 def main(argv: list[str]) -> int:
-    out_json = None
-    if argv[:1] == ["--json"]:
-        out_json, argv = argv[1], argv[2:]
-    results = {}
-    for name in argv or list(REDUCTIONS):
-        results[name] = REDUCTIONS[name]()
-        print(f"{name}: {results[name]}")
-    if out_json:
-        with open(out_json, "w") as handle:
-            json.dump(results, handle, indent=1)
-    return 0
+    return run_reductions(argv, REDUCTIONS)
 
 
 if __name__ == "__main__":

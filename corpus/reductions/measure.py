@@ -9,6 +9,7 @@ outcome (exception text, is_leaf, grad, weight change), which is what a case's `
 
 from __future__ import annotations
 
+import json
 import sys
 import warnings
 from collections.abc import Callable
@@ -611,10 +612,19 @@ def tl019_softmax_then_ce() -> str:
     return f"cross_entropy after softmax plateaus at {results[0]} vs {results[1]} on logits (300 steps)"
 
 
-def main(names: list[str], reductions: dict[str, Callable[[], str]] = REDUCTIONS) -> int:
-    """Run the named reductions of ``reductions`` (all of them without names) and print the outcomes."""
-    for name in names or list(reductions):
-        print(f"{name}: {reductions[name]()}")
+def main(argv: list[str], reductions: dict[str, Callable[[], str]] = REDUCTIONS) -> int:
+    """Run the named reductions of ``reductions`` (all of them without names) and print the
+    outcomes; ``--json FILE`` first also writes them to FILE."""
+    out_json = None
+    if argv[:1] == ["--json"]:
+        out_json, argv = argv[1], argv[2:]
+    results = {}
+    for name in argv or list(reductions):
+        results[name] = reductions[name]()
+        print(f"{name}: {results[name]}")
+    if out_json:
+        with open(out_json, "w") as handle:
+            json.dump(results, handle, indent=1)
     return 0
 
 

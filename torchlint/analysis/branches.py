@@ -9,6 +9,7 @@ import libcst as cst
 
 from torchlint.analysis.scopes import Scope
 from torchlint.analysis.values import UNKNOWN, Kind, Value, join_states
+from torchlint.analysis.walk import contains
 
 
 # Statements whose bindings the analysis records in ``scope.values``.
@@ -43,7 +44,7 @@ class ControlFlow:
                 inside = True
             elif (
                 inside and type(node) is cst.If and _compares_with_literal(node.test, counter)
-                and self.statement is not None and _holds(node.body, self.statement)
+                and self.statement is not None and contains(node.body, self.statement)
             ):
                 return True
         return False
@@ -265,13 +266,6 @@ def _compares_with_literal(test: cst.BaseExpression, name: str) -> bool:
         return False
     sides = (test.left, target.comparator)
     return any(type(a) is cst.Name and a.value == name and type(b) is cst.Integer for a, b in (sides, sides[::-1]))
-
-
-def _holds(block: cst.CSTNode, statement: cst.CSTNode) -> bool:
-    """``statement`` is ``block`` or inside it."""
-    if block is statement:
-        return True
-    return any(_holds(child, statement) for child in block.children)
 
 
 class _LoopExit:

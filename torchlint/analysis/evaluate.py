@@ -18,7 +18,7 @@ from torchlint.analysis import torch_api as api
 from torchlint.analysis.facts import ValueFacts
 from torchlint.analysis.module_evidence import treated_as_module
 from torchlint.analysis.names import (
-    dotted_name, is_basic_indexing, keyword_arg, literal_bool, positional_args, through_grad,
+    dotted_name, is_basic_indexing, keyword_arg, literal_bool, literal_index, literal_int, positional_args, through_grad,
 )
 from torchlint.analysis.values import (
     ASSUMED_TAGS, BACKPROPAGATED, LEAF_ON_A_PATH, LEAF_ON_CPU, MOVED_LEAF_ON_A_PATH, NUMBER, REQUIRES_GRAD_ON_EVERY_PATH,
@@ -171,8 +171,8 @@ class Evaluation(ValueFacts):
         if base.is_tensor:
             result = self._derived([base], node)
             result = _as_view(base, result) if self._is_basic_index(node) else result
-            position = literal_index(node)
-            return result if position is None else self._output_element(base, position, result)
+            position = literal_index(node)  # (an element of a returned tuple, counted from the front)
+            return result if position is None or position < 0 else self._output_element(base, position, result)
         if base.kind is Kind.MODULE:
             return Value(Kind.MODULE, node)
         return UNKNOWN
@@ -477,33 +477,16 @@ def _is_literal_index(node: cst.Subscript, number: int) -> bool:
     return literal_index(node) == number
 
 
-def literal_index(node: cst.Subscript) -> int | None:
-    """``n`` for ``x[n]`` with a literal non-negative integer ``n``, else None."""
-    if len(node.slice) != 1 or type(node.slice[0].slice) is not cst.Index:
-        return None
-    value = node.slice[0].slice.value  # type: ignore[attr-defined]
-    return value.evaluated_value if type(value) is cst.Integer else None
-
-
 def _sliced(base: Value, part: cst.Slice, node: cst.Subscript) -> Value:
     """``seq[a:b]`` of a collection: a collection of the same elements; of a fixed-size tuple
     with literal integer bounds (``stats[:4]``, ``t[1:]``) the tuple of those positions."""
     items = None
     if base.items is not None and part.step is None:
-        bounds = [_literal_int(bound) for bound in (part.lower, part.upper)]
+        bounds = [literal_int(bound) for bound in (part.lower, part.upper)]
         if all(bound is not None or given is None for bound, given in zip(bounds, (part.lower, part.upper))):
             items = base.items[bounds[0]:bounds[1]]
     element = functools.reduce(join, items) if items else base.element
     return Value(Kind.COLLECTION, node, element=element or UNKNOWN, items=items, tags=base.tags)
-
-
-def _literal_int(node: cst.BaseExpression | None) -> int | None:
-    negative = type(node) is cst.UnaryOperation and type(node.operator) is cst.Minus
-    if negative:
-        node = node.expression  # type: ignore[union-attr]
-    if type(node) is not cst.Integer:
-        return None
-    return -node.evaluated_value if negative else node.evaluated_value  # type: ignore[union-attr]
 
 
 def _as_view(base: Value, result: Value) -> Value:

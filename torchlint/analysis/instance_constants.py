@@ -16,7 +16,7 @@ import libcst as cst
 
 from torchlint.analysis.effects import blocks_of
 from torchlint.analysis.names import dotted_name
-from torchlint.analysis.walk import children
+from torchlint.analysis.walk import contains
 
 if TYPE_CHECKING:
     from torchlint.analysis.scopes import ClassInfo, FunctionInfo
@@ -139,7 +139,7 @@ def _branches_to(block: cst.BaseSuite, node: cst.CSTNode) -> list[tuple[cst.Base
     for statement in getattr(block, "body", ()):
         if isinstance(statement, (cst.SimpleStatementLine, cst.SimpleStatementSuite)):
             if any(small is node or getattr(small, "value", None) is node for small in statement.body) \
-                    or any(_contains(small, node) for small in statement.body):
+                    or any(contains(small, node) for small in statement.body):
                 return []
             continue
         if isinstance(statement, (cst.FunctionDef, cst.ClassDef)):
@@ -169,16 +169,6 @@ def _in_if(statement: cst.If, node: cst.CSTNode) -> list[tuple[cst.BaseExpressio
     else:
         inner = None
     return [(statement.test, False), *inner] if inner is not None else None
-
-
-def _contains(tree: cst.CSTNode, node: cst.CSTNode) -> bool:
-    stack = [tree]
-    while stack:
-        current = stack.pop()
-        if current is node:
-            return True
-        stack.extend(children(current))
-    return False
 
 
 def _self_assignment_counts(cls_node: cst.ClassDef) -> dict[str, int]:

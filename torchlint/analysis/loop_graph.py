@@ -25,7 +25,7 @@ import libcst as cst
 
 from torchlint.analysis import torch_api as api
 from torchlint.analysis.events import AutogradEvent, EventKind, event_calls, frees_graph, has_backward
-from torchlint.analysis.names import dotted_expression, dotted_name, is_basic_indexing, keyword_arg
+from torchlint.analysis.names import dotted_expression, dotted_name, is_basic_indexing, keyword_arg, literal_index
 from torchlint.analysis.scopes import parameter_names, subscript_root, target_keys
 from torchlint.analysis.uses import changed_in_place
 from torchlint.analysis.values import Kind, Value
@@ -360,7 +360,7 @@ class _LoopInterpreter:
             for element in expr.slice:
                 self._eval_children(run, element, volatile, grad)
             if base.kind == TUPLE:
-                index = _literal_index(expr)
+                index = literal_index(expr)
                 if index is None or not -len(base.items) <= index < len(base.items):
                     return S_UNKNOWN
                 return base.items[index]
@@ -555,18 +555,6 @@ class _LoopInterpreter:
         if graph is None or (function is not None and key in parameter_names(function.node)):
             return False
         return any(key == trained or key.startswith(trained + ".") for trained in graph.optimized_keys)
-
-
-def _literal_index(expr: cst.Subscript) -> int | None:
-    if len(expr.slice) != 1 or not isinstance(expr.slice[0].slice, cst.Index):
-        return None
-    value = expr.slice[0].slice.value
-    negative = isinstance(value, cst.UnaryOperation) and isinstance(value.operator, cst.Minus)
-    if negative:
-        value = value.expression  # type: ignore[union-attr]
-    if not isinstance(value, cst.Integer):
-        return None
-    return -int(value.value) if negative else int(value.value)
 
 
 def _is_literal(node: cst.BaseExpression, *names: str) -> bool:

@@ -144,6 +144,23 @@ def dotted_expression(key: str) -> cst.Name | cst.Attribute:
     return expression
 
 
+def literal_int(node: cst.BaseExpression | None) -> int | None:
+    """An integer written literally (``3``, ``-1``), else None."""
+    negative = type(node) is cst.UnaryOperation and type(node.operator) is cst.Minus
+    if negative:
+        node = node.expression  # type: ignore[union-attr]
+    if type(node) is not cst.Integer:
+        return None
+    return -node.evaluated_value if negative else node.evaluated_value  # type: ignore[union-attr]
+
+
+def literal_index(node: cst.Subscript) -> int | None:
+    """``n`` for ``x[n]`` with a literal integer ``n`` (``x[-1]``: -1), else None."""
+    if len(node.slice) != 1 or type(node.slice[0].slice) is not cst.Index:
+        return None
+    return literal_int(node.slice[0].slice.value)  # type: ignore[attr-defined]
+
+
 def literal_bool(node: cst.BaseExpression | None) -> bool | None:
     """``True`` / ``False`` written literally, else None."""
     if isinstance(node, cst.Name) and node.value in ("True", "False"):

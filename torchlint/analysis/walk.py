@@ -101,6 +101,17 @@ def children(node: cst.CSTNode) -> list[cst.CSTNode]:
     return found
 
 
+def contains(tree: cst.CSTNode, node: cst.CSTNode) -> bool:
+    """``node`` is ``tree`` or inside it."""
+    stack = [tree]
+    while stack:
+        current = stack.pop()
+        if current is node:
+            return True
+        stack.extend(children(current))
+    return False
+
+
 def walk(
     node: cst.CSTNode,
     visitor: Visitor,
