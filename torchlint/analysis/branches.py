@@ -8,7 +8,7 @@ from __future__ import annotations
 import libcst as cst
 
 from torchlint.analysis.scopes import Scope
-from torchlint.analysis.values import UNKNOWN, Kind, Value, join_states
+from torchlint.analysis.values import TENSOR_KINDS, UNKNOWN, Kind, Value, join_states
 from torchlint.analysis.walk import contains
 
 
@@ -128,7 +128,8 @@ class ControlFlow:
         self.compound.pop()
         frame = self._branch_states.pop()
         ran = self.scope.values
-        self.scope.values = join_states(frame["entry"], ran, self._unbound_where_missing)  # type: ignore[arg-type]
+        entry = _started_accumulators(frame["entry"], ran)  # type: ignore[arg-type]
+        self.scope.values = join_states(entry, ran, self._unbound_where_missing)
         self._note_loop_exit(frame["entry"], ran)  # type: ignore[arg-type]
 
     def _enter_While_body(self, node: cst.While) -> None:
@@ -241,6 +242,20 @@ class ControlFlow:
         self.compound.pop()
 
     _leave_TryStar = _leave_Try
+
+
+def _started_accumulators(entry: dict[str, Value], ran: dict[str, Value]) -> dict[str, Value]:
+    """The loop's entry state, where a name the loop starts from a literal 0 (``total = 0``) and
+    the body makes a tensor (``total += loss``) holds that tensor: the 0 is the path where the
+    loop never ran, which is ignored as an empty list's is (``values.join``)."""
+    started = None
+    for key, start in entry.items():
+        if start.kind is Kind.NUMBER and "zero" in start.tags:
+            value = ran.get(key)
+            if value is not None and value.kind in TENSOR_KINDS:
+                started = started or dict(entry)
+                started[key] = value
+    return started or entry
 
 
 def _iteration_counter(loop: cst.For | cst.While) -> str | None:

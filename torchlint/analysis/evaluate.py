@@ -22,7 +22,7 @@ from torchlint.analysis.names import (
 )
 from torchlint.analysis.values import (
     ASSUMED_TAGS, BACKPROPAGATED, LEAF_ON_A_PATH, LEAF_ON_CPU, MOVED_LEAF_ON_A_PATH, NUMBER, REQUIRES_GRAD_ON_EVERY_PATH,
-    SUBMODULE_ELEMENT, UNKNOWN, VIEW_OF_LEAF, Kind, Value, join,
+    SUBMODULE_ELEMENT, UNKNOWN, VIEW_OF_LEAF, ZERO, Kind, Value, join,
 )
 
 # Tags of a gradient (``p.grad``) and of a value computed from one (``lr * p.grad``).
@@ -99,8 +99,8 @@ class Evaluation(ValueFacts):
             return UNKNOWN
         return self.value_of_key(node.value)
 
-    def _value_Integer(self, node: cst.Integer) -> Value:
-        return NUMBER
+    def _value_Integer(self, node: cst.Integer | cst.Float) -> Value:
+        return ZERO if not node.value.strip("0._") else NUMBER  # (``0``, ``0.0``, ``0.``)
 
     _value_Float = _value_Integer
     _value_Imaginary = _value_Integer
