@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 
 import libcst as cst
 
@@ -307,6 +308,8 @@ class Evaluation(ValueFacts):
             if requires_grad is not None and literal_bool(requires_grad.value) is not True:
                 return UNKNOWN if literal_bool(requires_grad.value) is None else Value(Kind.PLAIN, node)
             return Value(Kind.LEAF, node, tags=frozenset({"parameter"}))
+        if qualified in api.DEEP_COPYING_FUNCTIONS:
+            return self._value_of_deep_copy(node)
         last = qualified.rsplit(".", 1)[-1]
         if qualified.startswith(api.OPTIMIZER_PREFIX) and last[:1].isupper():
             if qualified.startswith(api.NON_OPTIMIZER_PREFIXES):
@@ -324,6 +327,16 @@ class Evaluation(ValueFacts):
             return Value(Kind.PLAIN, node)
         if qualified.startswith("torch.") and last[:1].islower() and not qualified.startswith(("torch.optim", "torch.utils")):
             return self._derived([self.value_of(arg.value) for arg in node.args if arg.keyword is None], node)
+        return UNKNOWN
+
+    def _value_of_deep_copy(self, node: cst.Call) -> Value:
+        """``copy.deepcopy(model)`` is another module of the same class (its own parameters, a
+        new identity); of a leaf, another leaf; of a plain tensor, a plain one.  (Of a non-leaf
+        it raises; of anything else: unknown.)"""
+        args = positional_args(node)
+        copied = self.value_of(args[0]) if len(args) == 1 else UNKNOWN
+        if copied.kind in (Kind.MODULE, Kind.LEAF, Kind.PLAIN):
+            return replace(copied, origin=node)
         return UNKNOWN
 
     def _value_of_variable(self, node: cst.Call) -> Value:

@@ -38,6 +38,9 @@ FACTORIES = frozenset(
     ).split()
 )
 PARAMETER = "torch.nn.Parameter"
+# Copies with their own storage: of a module, a module of the same class with its own parameters
+# (``copy.copy`` shares them, so it is not one).
+DEEP_COPYING_FUNCTIONS = frozenset({"copy.deepcopy"})
 # Legacy ``Variable(t, requires_grad=True)``: a new leaf that requires grad (a plain Tensor since
 # torch 0.4); ``Variable(t)``: a plain tensor (of a leaf: an alias that requires grad).
 VARIABLE = "torch.autograd.Variable"
