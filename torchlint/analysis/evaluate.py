@@ -22,8 +22,8 @@ from torchlint.analysis.names import (
     dotted_name, is_basic_indexing, keyword_arg, literal_bool, literal_index, literal_int, positional_args, through_grad,
 )
 from torchlint.analysis.values import (
-    ASSUMED_TAGS, BACKPROPAGATED, LEAF_ON_A_PATH, LEAF_ON_CPU, MOVED_LEAF_ON_A_PATH, NUMBER, REQUIRES_GRAD_ON_EVERY_PATH,
-    SUBMODULE_ELEMENT, UNKNOWN, VIEW_OF_LEAF, ZERO, Kind, Value, join,
+    ASSUMED_TAGS, BACKPROPAGATED, COPIED_TO_GPU, LEAF_ON_A_PATH, LEAF_ON_CPU, MOVED_LEAF_ON_A_PATH, NUMBER,
+    REQUIRES_GRAD_ON_EVERY_PATH, SUBMODULE_ELEMENT, UNKNOWN, VIEW_OF_LEAF, ZERO, Kind, Value, join,
 )
 
 # Tags of a gradient (``p.grad``) and of a value computed from one (``lr * p.grad``).
@@ -436,6 +436,9 @@ class Evaluation(ValueFacts):
         if method == "to" and receiver.kind is Kind.LEAF and self._only_device_given(node):
             # `.to(device)`: a non-leaf copy on a GPU, the leaf itself when `device` is the CPU.
             return Value(Kind.NONLEAF, node, tags=frozenset({"device-dependent", LEAF_ON_CPU}))
+        if method == "cuda" and _made_on_the_cpu(receiver):
+            # Wherever this runs (elsewhere `.cuda()` raises), a copy of a CPU leaf: a non-leaf.
+            return Value(Kind.NONLEAF, node, tags=frozenset({"device-dependent", COPIED_TO_GPU}))
         return Value(Kind.NONLEAF, node, tags=frozenset({"device-dependent"}))
 
     def _copies_a_leaf(self, node: cst.Call, method: str) -> bool:
@@ -513,6 +516,17 @@ def _as_view(base: Value, result: Value) -> Value:
 
 # What an op on a value that a backward() went through gives (see ``Bindings._note_backpropagated``).
 _FROM_BACKPROPAGATED = UNKNOWN.tagged(BACKPROPAGATED)
+
+def _made_on_the_cpu(value: Value) -> bool:
+    """A leaf this code made with a factory (or ``Variable``) given no device: on the CPU
+    (unless a default device is set, which ``torch.set_default_device`` files are not
+    expected to combine with ``.cuda()``)."""
+    origin = value.origin
+    return (
+        value.kind is Kind.LEAF and "factory" in value.tags and type(origin) is cst.Call
+        and keyword_arg(origin, "device") is None
+    )
+
 
 def _cuts_graph(node: cst.BaseExpression) -> bool:
     """``x.data`` / ``x.detach()``, possibly copied (``.clone()``): a tensor without a graph."""

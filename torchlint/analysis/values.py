@@ -42,6 +42,8 @@ BACKPROPAGATED = "backpropagated"
 # Tag of the NONLEAF ``leaf.to(device)``: on a GPU a copy, but the leaf itself when ``device`` is
 # the CPU (measured: ``t.to(torch.device("cpu")) is t``).
 LEAF_ON_CPU = "leaf-on-cpu"
+# A non-leaf `.cuda()` copy of a leaf made on the CPU: a copy wherever the code runs at all.
+COPIED_TO_GPU = "copied-to-gpu"
 # Tag of an UNKNOWN value that is a leaf that requires grad on some path reaching it (the join of
 # ``w = torch.zeros(3, requires_grad=True)`` in one branch with anything in the other); unlike other
 # tags it survives a join with a value that does not carry it.

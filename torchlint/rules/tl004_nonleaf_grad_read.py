@@ -12,7 +12,7 @@ from torchlint.analysis import Kind, Value, dotted_name
 from torchlint.analysis import torch_api as api
 from torchlint.analysis.bindings import bindings_in_scope
 from torchlint.analysis.events import backward_call, graph_root_key
-from torchlint.analysis.values import ASSUMED_TAGS
+from torchlint.analysis.values import ASSUMED_TAGS, COPIED_TO_GPU
 from torchlint.rule import Fix, FixSafety, Rule
 from torchlint.saved_tensors import saved_tensor_table
 
@@ -133,7 +133,7 @@ class NonleafGradRead(Rule):
                 return
         elif inferred or (self._may_retain_elsewhere and identity in self._escaped):
             return
-        self._report(node, base, key, self._fix(base, key, bound_at, node), late)
+        self._report(node, key, self._fix(base, key, bound_at, node), late, _copying_method(value))
 
     def _binding(self, base: cst.BaseExpression, value: Value) -> cst.CSTNode | None:
         """Where the tensor ``base`` holds was made, in the body the analysis is in (for a name
@@ -159,7 +159,7 @@ class NonleafGradRead(Rule):
             # `.to(device)` / `.cuda()` of a leaf is the leaf itself on that device (TL003's finding);
             # a dtype conversion of a default float32 tensor is always a copy.
             origin = value.origin
-            return (
+            return COPIED_TO_GPU in value.tags or (
                 isinstance(origin, cst.Call)
                 and isinstance(origin.func, cst.Attribute)
                 and origin.func.attr.value in api.DTYPE_COPYING_METHODS
@@ -206,11 +206,17 @@ class NonleafGradRead(Rule):
         return bool(backwards) and all(all(flow.before(b.call, r.call) for r in retains) for b in backwards)
 
     # ------------------------------------------------------------ report
-    def _report(self, node: cst.Attribute, base: cst.BaseExpression, key: str, fix: Fix | None, late: bool) -> None:
+    def _report(self, node: cst.Attribute, key: str, fix: Fix | None, late: bool, copied_by: str | None) -> None:
         if late:
             message = (
                 f"`{key}.retain_grad()` is called after `backward()`: the gradient of this non-leaf "
                 f"was never stored and `{key}.grad` is None; call `retain_grad()` before `backward()`"
+            )
+        elif copied_by is not None:
+            message = (
+                f"`{key}` is not a leaf: `.{copied_by}()` returned a copy of a tensor that requires grad, so "
+                f"`{key}.grad` is None after `backward()` (the gradient goes to the original); create the tensor "
+                f"with its device and dtype and `requires_grad=True`, or read the original's `.grad`"
             )
         else:
             message = (
@@ -239,3 +245,11 @@ class NonleafGradRead(Rule):
             ((line, cst.FlattenSentinel([retain, moved])),),
             FixSafety.UNSAFE,
         )
+
+
+def _copying_method(value: Value) -> str | None:
+    """``cuda`` / ``double`` ... when ``value`` is the device or dtype copy such a call made."""
+    origin = value.origin
+    if "device-dependent" in value.tags and type(origin) is cst.Call and type(origin.func) is cst.Attribute:
+        return origin.func.attr.value
+    return None
