@@ -302,7 +302,7 @@ class Evaluation(ValueFacts):
         if qualified == api.VARIABLE:
             return self._value_of_variable(node)
         if qualified == "torch.autograd.grad":
-            return Value(Kind.COLLECTION, node, element=Value(Kind.PLAIN, node, tags=frozenset({"grad"})))
+            return Value(Kind.COLLECTION, node, element=_gradients(node))
         if qualified == api.PARAMETER:
             requires_grad = keyword_arg(node, "requires_grad")
             if requires_grad is not None and literal_bool(requires_grad.value) is not True:
@@ -516,6 +516,16 @@ def _as_view(base: Value, result: Value) -> Value:
 
 # What an op on a value that a backward() went through gives (see ``Bindings._note_backpropagated``).
 _FROM_BACKPROPAGATED = UNKNOWN.tagged(BACKPROPAGATED)
+
+def _gradients(node: cst.Call) -> Value:
+    """What ``torch.autograd.grad(...)`` returns: gradients without a graph, unless
+    ``create_graph=True``: then they carry one (a gradient penalty, MAML's inner step), which
+    is left unknown (sums of them are usually backpropagated, through paths not followed)."""
+    create_graph = keyword_arg(node, "create_graph")
+    if create_graph is None or literal_bool(create_graph.value) is False:
+        return Value(Kind.PLAIN, node, tags=frozenset({"grad"}))
+    return UNKNOWN
+
 
 def _made_on_the_cpu(value: Value) -> bool:
     """A leaf this code made with a factory (or ``Variable``) given no device: on the CPU

@@ -28,7 +28,7 @@ MAX_SUMMARIES_PER_FILE = 64
 
 def returned_value(caller: Analyzer, info: FunctionInfo, call: cst.Call) -> Value:
     """The value ``call`` (a call of ``info``) returns at the caller's current point."""
-    if caller.summary_depth >= MAX_SUMMARY_DEPTH or info.node.asynchronous is not None or info.name == "forward" or (info.name == "__call__" and info.runs_as_forward):
+    if caller.summary_depth >= MAX_SUMMARY_DEPTH or info.node.asynchronous is not None or _module_forward(info):
         return UNKNOWN  # (a module's forward: calling the module is how its output is known)
     if _is_generator(info):
         return UNKNOWN  # a generator returns a generator
@@ -47,6 +47,12 @@ def returned_value(caller: Analyzer, info: FunctionInfo, call: cst.Call) -> Valu
     # The values' origins are nodes of the helper's body: rules only ask what they are.
     cache[signature] = result
     return result
+
+
+def _module_forward(info: FunctionInfo) -> bool:
+    """A ``forward`` method (or a module's ``__call__`` run as one), not a function of that
+    name (a tutorial's ``def forward(x): return w * x``)."""
+    return (info.name == "forward" and info.cls is not None) or (info.name == "__call__" and info.runs_as_forward)
 
 
 def join_returns(values: list[Value]) -> Value:

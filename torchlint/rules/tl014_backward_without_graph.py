@@ -5,7 +5,7 @@ from __future__ import annotations
 import libcst as cst
 
 from torchlint import fixes
-from torchlint.analysis import Value
+from torchlint.analysis import Kind, Value
 from torchlint.analysis import torch_api as api
 from torchlint.analysis.events import EventKind
 from torchlint.rule import Rule
@@ -29,7 +29,7 @@ class BackwardWithoutGraph(Rule):
         if event is None or event.kind not in _BACKPROPAGATING or event.subject is None:
             return
         value = self.ctx.value_of(event.subject)
-        if not value.has_no_graph:
+        if value.kind is not Kind.PLAIN:
             return
         subject = fixes.source_of(event.subject)
         call = "`torch.autograd.grad`" if event.kind is EventKind.GRAD else "`backward()`"
@@ -51,4 +51,6 @@ class BackwardWithoutGraph(Rule):
                 return "it comes from `.detach()`"
         if self.ctx.grad_mode.statically_disabled:
             return "it is computed under `torch.no_grad()`/`inference_mode()`"
+        if not value.has_no_graph:
+            return "it is computed only from tensors that do not require grad: was `requires_grad=True` forgotten?"
         return "it is computed under `torch.no_grad()` or from values without a graph"
