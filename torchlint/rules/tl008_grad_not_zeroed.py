@@ -19,7 +19,7 @@ import libcst as cst
 from torchlint import fixes
 from torchlint.analysis import FunctionInfo, Kind, Value, dotted_name
 from torchlint.analysis.events import EventKind, gradient_reads, is_optimizer, last_name, may_hide_autograd
-from torchlint.analysis.flow import Flow
+from torchlint.analysis.flow import Flow, has_if_statement
 from torchlint.analysis.module_graph import covers
 from torchlint.analysis.names import root_name, through_grad
 from torchlint.analysis.torch_api import ZERO_GRAD_METHODS, is_inplace_method
@@ -463,6 +463,8 @@ class GradNotZeroed(Rule):
         another arm: the iterations that take the update's arm never reset (DAB-DETR's
         ``if args.amp: optimizer.zero_grad(); ... else: losses.backward(); optimizer.step()``).
         A test that may change between iterations (``if i % k == 0``) is accumulation by design."""
+        if not has_if_statement(loop.node.body):
+            return None  # no ``if`` to split the body (and no flow of it to build)
         flow = self.ctx.flow(loop.node)
         backwards = self._backwards_in(loop)
         for update in self._own_updates(loop):
