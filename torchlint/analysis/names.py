@@ -308,19 +308,24 @@ def through_grad(expr: cst.BaseExpression) -> bool:
 
 def names_in(node: cst.CSTNode) -> set[str]:
     """Every name and dotted name (``self.w``) mentioned in ``node``."""
-    names: set[str] = set()
+    collector = _NameCollector()
+    scan(node, collector)
+    return collector.names
 
-    class Collector(cst.CSTVisitor):
-        def visit_Name(self, name: cst.Name) -> None:
-            names.add(name.value)
 
-        def visit_Attribute(self, attribute: cst.Attribute) -> None:
-            key = dotted_name(attribute)
-            if key:
-                names.add(key)
+class _NameCollector(cst.CSTVisitor):
+    """For ``names_in`` (a class made once: making one on every call cost more than the scan)."""
 
-    scan(node, Collector())
-    return names
+    def __init__(self) -> None:
+        self.names: set[str] = set()
+
+    def visit_Name(self, name: cst.Name) -> None:
+        self.names.add(name.value)
+
+    def visit_Attribute(self, attribute: cst.Attribute) -> None:
+        key = dotted_name(attribute)
+        if key:
+            self.names.add(key)
 
 
 def assigned_pairs(
