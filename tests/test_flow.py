@@ -7,7 +7,7 @@ import textwrap
 import libcst as cst
 import pytest
 
-from torchlint.analysis.flow import Flow
+from torchlint.analysis.flow import Flow, has_if_statement
 
 
 def _calls(tree: cst.CSTNode) -> dict[str, cst.Call]:
@@ -127,3 +127,30 @@ def test_places_know_unconditional_and_handled_code() -> None:
 def test_exclusive_branches(body: str, exclusive: bool) -> None:
     flow, calls = loop_flow("for i in r:\n    " + body)
     assert flow.exclusive(calls["a"], calls["b"]) is exclusive
+
+
+@pytest.mark.parametrize(
+    "source, has_if",
+    [
+        ("for i in r:\n    a()\n    b = c if d else e\n", False),  # a conditional expression is no statement
+        ("for i in r:\n    if c:\n        a()\n", True),
+        ("for i in r:\n    with m:\n        for j in s:\n            if c: a()\n", True),
+        ("for i in r:\n    try:\n        a()\n    except E:\n        if c:\n            b()\n", True),
+        ("for i in r:\n    try:\n        a()\n    finally:\n        if c:\n            b()\n", True),
+        ("for i in r:\n    a()\nelse:\n    if c:\n        b()\n", False),  # the loop's else is no part of its body
+        ("for i in r:\n    while c:\n        a()\n    else:\n        if d:\n            b()\n", True),
+        ("for i in r:\n    match x:\n        case 1:\n            if c:\n                a()\n", True),
+        ("for i in r:\n    def f():\n        if c:\n            a()\n    class K:\n        if c:\n            b()\n", False),
+        ("for i in r: a(); b()\n", False),
+    ],
+)
+def test_has_if_statement_finds_an_if_statement_of_the_body_outside_nested_definitions(source: str, has_if: bool):
+    loop = cst.parse_module(source).body[0]
+    assert isinstance(loop, cst.For)
+    assert has_if_statement(loop.body) is has_if
+    # The same answer as the flow's frames: some node of one iteration sits in an arm of an ``if``.
+    flow = Flow(loop)
+    framed_by_if = any(
+        isinstance(flow._framing.get(frame.node_id), cst.If) for place in flow._places.values() for frame in place.frames
+    )
+    assert framed_by_if is has_if

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from torchlint.analysis.names import count_after_non_word, count_calls, count_headers, names_in_class_bases
+from torchlint.analysis.names import count_after_non_word, count_calls, count_headers, header_counts, names_in_class_bases
 
 ROOT = Path(__file__).resolve().parent.parent
 CORNERS = [
@@ -55,6 +55,17 @@ def test_header_counts_are_the_regex_counts() -> None:
                 assert count_headers(keyword, name, source) == count_after_non_word(
                     rf"{keyword}\s+{escaped}\s*\(", source
                 ), (keyword, name, source[:80])
+
+
+def test_header_counts_of_a_source_at_once_are_those_of_each_name() -> None:
+    counted = 0
+    for source in _sources():
+        for keyword in ("def", "class"):
+            counts = header_counts(keyword, source)
+            for name in _names(source):
+                assert counts.get(name, 0) == count_headers(keyword, name, source), (keyword, name, source[:80])
+                counted += counts.get(name, 0)
+    assert counted > 100
 
 
 def test_base_class_search_is_the_regex_search() -> None:

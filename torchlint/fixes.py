@@ -117,7 +117,12 @@ def replace(description: str, old: cst.CSTNode, new: cst.CSTNode, safety: FixSaf
 
 
 def source_of(node: cst.CSTNode) -> str:
-    return cst.Module(body=[]).code_for_node(node)
+    if type(node) is cst.Name and not node.lpar and not node.rpar:  # (most: a variable's name)
+        return node.value
+    return _EMPTY_MODULE.code_for_node(node)
+
+
+_EMPTY_MODULE = cst.Module(body=[])  # (its default indent and newline: libcst's)
 
 
 @dataclass(frozen=True)

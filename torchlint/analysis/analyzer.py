@@ -111,6 +111,7 @@ class Analyzer(Dispatch, Functions, BindingState, ControlFlow, GradModes, Evalua
         self._hooks: _BoundHooks | None = None  # built on first use, see ``_hooks_by_type``
         self._walker: Walker | None = None
         self._call_counts: dict[str, int] | None = None
+        self._def_headers: dict[str, int] | None = None  # ``names.header_counts`` of the source's ``def``s
         self._forward_holders: frozenset[str] | None = None  # see functions._note_forward_call
         self._forward_counts: dict[str, int | None] = {}  # class -> calls of its instances (forward_sites.py)
         # Method name -> grad modes of the calls of that name on receivers not known.

@@ -216,10 +216,7 @@ class ControlFlow:
         unbound), parameters, globals, imports, ``def``s, class bodies."""
         if "." in key or self.scope.kind == "class":
             return False
-        bindings = self.scope_bindings().of(key)
-        return not bindings.declared_outside and bool(bindings.sites) and all(
-            type(site) in _TRACKED_BINDING_SITES for site in bindings.sites
-        )
+        return self.scope_bindings().bound_only_by(key, _TRACKED_BINDING_SITES)
 
     def _merge_try(self) -> None:
         frame = self._branch_states[-1]

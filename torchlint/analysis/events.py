@@ -341,15 +341,20 @@ class EventLog:
 def gradient_reads(node: cst.CSTNode) -> list[cst.Attribute]:
     """Every ``x.grad`` in ``node``'s subtree, in source order (asked where a rule judges one
     body, not for every file)."""
-    found: list[cst.Attribute] = []
+    finder = _GradientReads()
+    scan(node, finder)
+    return finder.found
 
-    class Finder(cst.CSTVisitor):
-        def visit_Attribute(self, attribute: cst.Attribute) -> None:
-            if attribute.attr.value == "grad":
-                found.append(attribute)
 
-    scan(node, Finder())
-    return found
+class _GradientReads(cst.CSTVisitor):
+    """For ``gradient_reads`` (a class made once: making one on every call cost more than the scan)."""
+
+    def __init__(self) -> None:
+        self.found: list[cst.Attribute] = []
+
+    def visit_Attribute(self, attribute: cst.Attribute) -> None:
+        if attribute.attr.value == "grad":
+            self.found.append(attribute)
 
 
 def frees_graph(event: AutogradEvent) -> bool:

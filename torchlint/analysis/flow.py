@@ -202,3 +202,29 @@ class Flow:
         start = self.place(a).order if a is not None and self.place(a) is not None else -1
         end = self.place(b).order if b is not None and self.place(b) is not None else len(self._places)
         return any(leaves and start < order < end for order, leaves in self._exits)
+
+
+# The fields that hold statements (or blocks, clauses of statements): where an ``if`` statement can be.
+_STATEMENT_FIELDS = ("body", "orelse", "handlers", "finalbody", "cases")
+_SIMPLE_STATEMENTS = frozenset({cst.SimpleStatementLine, cst.SimpleStatementSuite})
+
+
+def has_if_statement(body: cst.CSTNode) -> bool:
+    """Whether an ``if`` statement sits in ``body`` (nested function and class bodies excluded):
+    without one, no two nodes of a ``Flow`` of it are in different arms of an ``if``.  Only
+    statements are looked at (an expression holds no statement), a fraction of a ``Flow``'s walk."""
+    stack = [body]
+    while stack:
+        node = stack.pop()
+        kind = type(node)
+        if kind is cst.If:
+            return True
+        if kind in _SIMPLE_STATEMENTS or (kind in _SEPARATE_TYPES and node is not body):
+            continue
+        for name in _STATEMENT_FIELDS:
+            value = getattr(node, name, None)
+            if type(value) in (tuple, list):
+                stack.extend(value)
+            elif value is not None:
+                stack.append(value)
+    return False

@@ -21,7 +21,7 @@ from torchlint import interrupt
 from torchlint.analysis import summaries
 from torchlint.analysis.call_sites import CallSiteValues
 from torchlint.analysis.forward_sites import forward_call_count
-from torchlint.analysis.names import count_calls, count_headers, dotted_name, names_in_class_bases
+from torchlint.analysis.names import count_calls, count_headers, dotted_name, header_counts, names_in_class_bases
 from torchlint.analysis.scopes import UNKNOWN_MODE, ClassInfo, FunctionInfo, Scope
 from torchlint.analysis.values import UNKNOWN, Kind, Value, join
 
@@ -301,7 +301,9 @@ class Functions:
             counts = self._call_counts = {}
         key = name if method else f"{name}()"  # (a name is no identifier with parentheses)
         if key not in counts:
-            counts[key] = count_calls(name, self.source, after_dot=method) - count_headers("def", name, self.source)
+            if self._def_headers is None:
+                self._def_headers = header_counts("def", self.source)
+            counts[key] = count_calls(name, self.source, after_dot=method) - self._def_headers.get(name, 0)
         return counts[key]
 
     # ------------------------------------------------------------ call graph

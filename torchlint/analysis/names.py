@@ -59,6 +59,31 @@ def count_headers(keyword: str, name: str, source: str) -> int:
     return _count_literal_matches(keyword, header_end, source, True)
 
 
+# What follows a header's keyword and spaces up to the first space or ``(``: the only name it can be the header of.
+_HEADER_NAME = re.compile(r"[^\s(]+")
+
+
+def header_counts(keyword: str, source: str) -> dict[str, int]:
+    """``count_headers(keyword, name, source)`` for every identifier ``name`` at once (absent:
+    0), in one pass over the source: ``def`` headers of a file's functions counted once for
+    all of them.  An identifier is followed by a space or ``(`` where its header matches, so
+    a header names the one run of other characters after its keyword; and no header can start
+    inside another's match (counting each position, as here, skips none ``count_headers`` counts)."""
+    counts: dict[str, int] = {}
+    start = source.find(keyword)
+    while start >= 0:
+        spaces = _SPACES.match(source, start + len(keyword))
+        name = _HEADER_NAME.match(source, spaces.end()) if spaces is not None else None
+        if (
+            name is not None
+            and _CALL_OPENING.match(source, name.end()) is not None
+            and (start == 0 or _WORD.match(source, start - 1) is None)
+        ):
+            counts[name.group()] = counts.get(name.group(), 0) + 1
+        start = source.find(keyword, start + 1)
+    return counts
+
+
 _CLASS_HEADER_BASES = re.compile(r"^[ \t]*class\s+\w+\s*\(([^)]*)", re.MULTILINE)
 
 
@@ -283,19 +308,24 @@ def through_grad(expr: cst.BaseExpression) -> bool:
 
 def names_in(node: cst.CSTNode) -> set[str]:
     """Every name and dotted name (``self.w``) mentioned in ``node``."""
-    names: set[str] = set()
+    collector = _NameCollector()
+    scan(node, collector)
+    return collector.names
 
-    class Collector(cst.CSTVisitor):
-        def visit_Name(self, name: cst.Name) -> None:
-            names.add(name.value)
 
-        def visit_Attribute(self, attribute: cst.Attribute) -> None:
-            key = dotted_name(attribute)
-            if key:
-                names.add(key)
+class _NameCollector(cst.CSTVisitor):
+    """For ``names_in`` (a class made once: making one on every call cost more than the scan)."""
 
-    scan(node, Collector())
-    return names
+    def __init__(self) -> None:
+        self.names: set[str] = set()
+
+    def visit_Name(self, name: cst.Name) -> None:
+        self.names.add(name.value)
+
+    def visit_Attribute(self, attribute: cst.Attribute) -> None:
+        key = dotted_name(attribute)
+        if key:
+            self.names.add(key)
 
 
 def assigned_pairs(

@@ -319,12 +319,23 @@ class BindingTable:
         self.rebound: frozenset[str] = frozenset(collector.rebound)
         # Keys bound by the targets of the ``for`` loops here (nested loops included).
         self.loop_targets: frozenset[str] = frozenset(collector.loop_targets)
+        self._bound_only_by: dict[str, tuple[frozenset[type], bool]] = {}  # see ``bound_only_by``
 
     def of(self, name: str) -> Bindings:
         sites = self._sites.get(name)
         if sites is None and name not in self._declared:
             return NOT_BOUND
         return Bindings(tuple(sites or ()), name in self._declared)
+
+    def bound_only_by(self, name: str, site_types: frozenset[type]) -> bool:
+        """Whether ``name`` is bound here, only by sites of ``site_types``, and not declared
+        outside: ``of(name)``'s sites and flag, remembered per name (asked at every join)."""
+        known = self._bound_only_by.get(name)
+        if known is None or known[0] is not site_types:
+            sites = self._sites.get(name)
+            answer = name not in self._declared and bool(sites) and all(type(site) in site_types for site in sites)
+            known = self._bound_only_by[name] = (site_types, answer)
+        return known[1]
 
 
 class BindingCollector(cst.CSTVisitor):

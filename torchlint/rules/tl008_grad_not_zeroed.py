@@ -19,7 +19,7 @@ import libcst as cst
 from torchlint import fixes
 from torchlint.analysis import FunctionInfo, Kind, Value, dotted_name
 from torchlint.analysis.events import EventKind, gradient_reads, is_optimizer, last_name, may_hide_autograd
-from torchlint.analysis.flow import Flow
+from torchlint.analysis.flow import Flow, has_if_statement
 from torchlint.analysis.module_graph import covers
 from torchlint.analysis.names import root_name, through_grad
 from torchlint.analysis.torch_api import ZERO_GRAD_METHODS, is_inplace_method
@@ -114,6 +114,8 @@ class _Loop:
     node: cst.For | cst.While
     parent: _Loop | None
     facts: _Facts = field(default_factory=_Facts)
+    # In the parent's body itself (not in a class body there): what this body rebinds, the parent's does.
+    in_parent_body: bool = False
 
 
 class GradNotZeroed(Rule):
@@ -158,7 +160,7 @@ class GradNotZeroed(Rule):
 
     def _enter_loop(self, node: cst.For | cst.While) -> None:
         parent = self._loops.get(id(self.ctx.loops[-1])) if self.ctx.loops else None
-        loop = _Loop(node, parent)
+        loop = _Loop(node, parent, in_parent_body=parent is not None and self.ctx.scope.kind != "class")
         self._loops[id(node)] = loop
         self._order.append(loop)
 
@@ -376,8 +378,19 @@ class GradNotZeroed(Rule):
         """Updates in the loop body of something that is not re-created in each iteration."""
         if not loop.facts.updates:
             return []  # (most loops: their body's binding table is not needed)
+        if self._rebinds_none_of(loop.parent if loop.in_parent_body else None, loop.facts.updates):
+            return list(loop.facts.updates)  # (an inner loop: its body is not walked for its bindings)
         bound = self.ctx.binding_table(loop.node.body).rebound
         return [u for u in loop.facts.updates if u.key not in bound and u.root not in bound]
+
+    def _rebinds_none_of(self, loop: _Loop | None, updates: list[_Update]) -> bool:
+        """Whether the body of ``loop`` rebinds the key and root of none of ``updates``.  An
+        enclosing loop's updates include its inner loops' (``_enclosing``): its binding table is
+        built for ``_own_updates`` anyway."""
+        if loop is None:
+            return False
+        bound = self.ctx.binding_table(loop.node.body).rebound
+        return not any(u.key in bound or u.root in bound for u in updates)
 
     def _fails(self, loop: _Loop) -> bool:
         facts = loop.facts
@@ -463,6 +476,8 @@ class GradNotZeroed(Rule):
         another arm: the iterations that take the update's arm never reset (DAB-DETR's
         ``if args.amp: optimizer.zero_grad(); ... else: losses.backward(); optimizer.step()``).
         A test that may change between iterations (``if i % k == 0``) is accumulation by design."""
+        if not has_if_statement(loop.node.body):
+            return None  # no ``if`` to split the body (and no flow of it to build)
         flow = self.ctx.flow(loop.node)
         backwards = self._backwards_in(loop)
         for update in self._own_updates(loop):
