@@ -426,9 +426,13 @@ class Evaluation(ValueFacts):
         module_scope = self.scope
         while module_scope.parent is not None:
             module_scope = module_scope.parent
-        cls = method_candidates.unique_fit(module_scope.classes.values(), func.attr.value, arity)
+        method = func.attr.value
+        cls = method_candidates.unique_fit(module_scope.classes.values(), method, arity)
         if cls is None:
             return None
+        if self.project is not None and (self.project.stars or not method_candidates.fits_nowhere_else(
+                self.project.imported_classes(), method, arity)):
+            return None  # (an instance of an imported class may be the receiver as well)
         instance = Value(Kind.MODULE if cls.is_module else Kind.OBJECT, func.value, cls=cls)
         return self._method_result(node, func, instance)
 

@@ -15,12 +15,16 @@ stats``), a generator, a name that library objects have too (``step``, ``forward
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING
 
 import libcst as cst
 
 from torchlint.analysis import torch_api as api
 from torchlint.analysis.scopes import ClassInfo
+
+if TYPE_CHECKING:
+    from torchlint.analysis.project import ProjectClass
 
 # Method names torch's (and other libraries') objects have: a receiver of unknown class
 # calling one may be such an object, whatever the file's classes define.
@@ -73,6 +77,19 @@ def unique_fit(classes: Iterable[ClassInfo], method: str, arity: int) -> ClassIn
         elif arity in arities:
             return None  # (some paths fit, some do not: which one runs is not known)
     return fitting[0] if len(fitting) == 1 else None
+
+
+def fits_nowhere_else(classes: Sequence[ProjectClass], method: str, arity: int) -> bool:
+    """No class of another project file the linted file imports has a ``method`` that may
+    return ``arity``-tuples (an instance of it may be the receiver as well)."""
+    for cls in classes:
+        node = cls.method_node(method) if method in cls.file.text else None
+        if node is None:
+            continue
+        arities = returned_arities(node)
+        if arities is None or arity in arities:
+            return False
+    return True
 
 
 def _ends_in_return_or_raise(body: cst.BaseSuite) -> bool:
