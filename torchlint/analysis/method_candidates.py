@@ -22,14 +22,16 @@ import libcst as cst
 
 from torchlint.analysis import torch_api as api
 from torchlint.analysis.scopes import ClassInfo
+from torchlint.analysis.walk import OwnBodyVisitor, scan
 
 if TYPE_CHECKING:
     from torchlint.analysis.project import ProjectClass
 
 # Method names torch's (and other libraries') objects have: a receiver of unknown class
 # calling one may be such an object, whatever the file's classes define.
-_LIBRARY_METHODS = (api.STEP_METHODS | api.MODULE_SELF_METHODS | api.NOT_FORWARD_METHODS | api.SCALAR_METHODS
-                    | api.LIST_METHODS | api.CONVERSION_METHODS | frozenset({"forward", "backward"}))
+_LIBRARY_METHODS = (api.STEP_METHODS | api.NOT_FORWARD_METHODS | api.LIST_METHODS | api.TENSOR_LIKE_METHODS
+                    | api.GRAD_FREE_METHODS | api.VALUES_AND_INDICES | api.VALUES_AND_INDICES_GIVEN_A_DIM
+                    | frozenset({"forward", "backward", "unbind"}))
 
 
 def unpacking_arity(statement: cst.CSTNode | None, call: cst.Call) -> int | None:
@@ -49,7 +51,7 @@ def returned_arities(node: cst.FunctionDef) -> frozenset[int] | None:
     """The lengths of the tuples the function returns (0 for ``return``/``return None`` and for
     falling off its end); None when some return is not a literal tuple or it is a generator."""
     finder = _ReturnFinder()
-    node.body.visit(finder)
+    scan(node.body, finder)
     if finder.unknown:
         return None
     if not _ends_in_return_or_raise(node.body):
@@ -100,7 +102,7 @@ def _ends_in_return_or_raise(body: cst.BaseSuite) -> bool:
     return type(last) is cst.SimpleStatementLine and any(type(s) in (cst.Return, cst.Raise) for s in last.body)
 
 
-class _ReturnFinder(cst.CSTVisitor):
+class _ReturnFinder(OwnBodyVisitor):
     def __init__(self) -> None:
         self.arities: set[int] = set()
         self.unknown = False
@@ -117,12 +119,3 @@ class _ReturnFinder(cst.CSTVisitor):
 
     def visit_Yield(self, node: cst.Yield) -> None:
         self.unknown = True
-
-    def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
-        return False
-
-    def visit_ClassDef(self, node: cst.ClassDef) -> bool:
-        return False
-
-    def visit_Lambda(self, node: cst.Lambda) -> bool:
-        return False
