@@ -441,6 +441,22 @@ def test_the_slice_keeps_call_sites_of_what_the_cell_defines() -> None:
     assert left_out(earlier, "def update(p):\n    p.add_(1)\n") == ["c = 1", "def other():"]
 
 
+def test_the_slice_keeps_the_classes_defining_a_method_whose_result_the_cell_unpacks() -> None:
+    """``count, loss = member.evaluate()`` may be read as the call of the one class's ``evaluate``
+    that returns 2-tuples (``analysis/method_candidates.py``): every class defining one is kept,
+    with what its methods use; a method's result kept whole needs none."""
+    earlier = [
+        "import torch\ncriterion = torch.nn.MSELoss()\nother = 1\n",
+        "class Member:\n    def evaluate(self):\n        return 1, criterion(self.x, self.y)\n",
+        "class Federation:\n    def evaluate(self):\n        return 1, 2, 3\n",
+        "class Unrelated:\n    def score(self):\n        return 1, 2\n",
+    ]
+    cell = "for member in members:\n    count, loss = member.evaluate()\n"
+    assert left_out(earlier, cell) == ["other = 1", "class Unrelated:"]
+    assert left_out(earlier, "results = [m.evaluate() for m in members]\n") == [
+        "criterion = torch.nn.MSELoss()", "other = 1", "class Member:", "class Federation:", "class Unrelated:"]
+
+
 # ---------------------------------------------------------------- in Jupyter
 @pytest.mark.slow
 def test_in_a_jupyter_kernel_findings_are_a_stderr_stream_before_the_cells_output(tmp_path: Path) -> None:

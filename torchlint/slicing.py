@@ -39,6 +39,10 @@ class Facts:
     binds: frozenset[str]  # names it binds at module level, other than by import
     always: bool = False  # kept in every program
     defines: frozenset[str] = frozenset()  # the function or class a def or class statement binds
+    # ``a, b = x.m()``: the methods whose results it unpacks (the analysis may read such a call as
+    # the method of that name of a class the program defines: analysis/method_candidates.py) ...
+    unpacked_calls: frozenset[str] = frozenset()
+    methods: frozenset[str] = frozenset()  # ... and the methods a class statement defines
 
 
 _UNKNOWN = Facts(frozenset(), frozenset(), frozenset(), always=True)
@@ -72,14 +76,16 @@ def relevant(earlier: Sequence[Facts], cell: Sequence[Facts]) -> list[bool]:
     kept = [f.always or f.affects.isdisjoint(tracked) or not f.mentions.isdisjoint(defined) for f in earlier]
     needed = set().union(*(f.mentions for f in cell), *(f.mentions for f, keep in zip(earlier, kept) if keep))
     needed &= tracked
+    unpacked = set().union(*(f.unpacked_calls for f in cell), *(f.unpacked_calls for f, keep in zip(earlier, kept) if keep))
     changed = True
     while changed:  # a fixed point: `a = w` and a later `a.add_(1)` connect in either order
         changed = False
         for index in range(len(earlier) - 1, -1, -1):
             facts = earlier[index]
-            if not kept[index] and not needed.isdisjoint(facts.affects):
+            if not kept[index] and (not needed.isdisjoint(facts.affects) or not unpacked.isdisjoint(facts.methods)):
                 kept[index] = changed = True
                 needed |= facts.mentions & tracked
+                unpacked |= facts.unpacked_calls
     return kept
 
 
@@ -95,6 +101,8 @@ def _merged(parts: list[Facts]) -> Facts:
         frozenset().union(*(p.binds for p in parts)),
         any(p.always for p in parts),
         frozenset().union(*(p.defines for p in parts)),
+        frozenset().union(*(p.unpacked_calls for p in parts)),
+        frozenset().union(*(p.methods for p in parts)),
     )
 
 
@@ -110,7 +118,17 @@ def _facts(statement: ast.stmt) -> Facts:
     else:
         affects = mentions
     defines = frozenset({statement.name}) if isinstance(statement, _SCOPES) else frozenset()
-    return Facts(frozenset(mentions), frozenset(affects), frozenset(binds), always, defines)
+    methods = frozenset(node.name for node in statement.body if isinstance(node, _FUNCTIONS[:2])) if isinstance(
+        statement, ast.ClassDef) else frozenset()
+    return Facts(frozenset(mentions), frozenset(affects), frozenset(binds), always, defines,
+                 _unpacked_calls(statement), methods)
+
+
+def _unpacked_calls(statement: ast.stmt) -> frozenset[str]:
+    return frozenset(
+        node.value.func.attr for node in ast.walk(statement)
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], (ast.Tuple, ast.List))
+        and isinstance(node.value, ast.Call) and isinstance(node.value.func, ast.Attribute))
 
 
 class _Scan:

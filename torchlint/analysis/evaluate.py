@@ -14,7 +14,7 @@ from dataclasses import replace
 
 import libcst as cst
 
-from torchlint.analysis import summaries
+from torchlint.analysis import method_candidates, summaries
 from torchlint.analysis import torch_api as api
 from torchlint.analysis.facts import ValueFacts
 from torchlint.analysis.module_evidence import treated_as_module
@@ -399,6 +399,10 @@ class Evaluation(ValueFacts):
             # through `.data` / `.detach()` has no graph, so the result is a new leaf.
             receiver = Value(Kind.PLAIN, func.value, tags=frozenset({"detached"}))
         if not receiver.is_tensor:
+            if receiver.kind is Kind.UNKNOWN and receiver.cls is None:
+                fitted = self._fitted_method_result(node, func)
+                if fitted is not None:
+                    return fitted
             if LEAF_ON_A_PATH in receiver.tags and self._copies_a_leaf(node, method):
                 return Value(Kind.UNKNOWN, node, tags=frozenset({MOVED_LEAF_ON_A_PATH}))
             return UNKNOWN
@@ -424,6 +428,26 @@ class Evaluation(ValueFacts):
             return self._value_of_conversion(node, method, receiver)
         result = self._derived([receiver] + [self.value_of(a.value) for a in node.args if a.keyword is None], node)
         return _as_view(receiver, result) if method in api.VIEW_METHODS else result
+
+    def _fitted_method_result(self, node: cst.Call, func: cst.Attribute) -> Value | None:
+        """``ct, ns, loss = user.test()`` on a receiver of unknown class: the result of the one
+        method of that name among the file's classes that returns as many items as the line
+        unpacks (``method_candidates.py``); None when no single one fits."""
+        arity = method_candidates.unpacking_arity(self.statement, node)
+        if arity is None:
+            return None
+        module_scope = self.scope
+        while module_scope.parent is not None:
+            module_scope = module_scope.parent
+        method = func.attr.value
+        cls = method_candidates.unique_fit(module_scope.classes.values(), method, arity)
+        if cls is None:
+            return None
+        if self.project is not None and (self.project.stars or not method_candidates.fits_nowhere_else(
+                self.project.imported_classes(), method, arity)):
+            return None  # (an instance of an imported class may be the receiver as well)
+        instance = Value(Kind.MODULE if cls.is_module else Kind.OBJECT, func.value, cls=cls)
+        return self._method_result(node, func, instance)
 
     def _value_of_conversion(self, node: cst.Call, method: str, receiver: Value) -> Value:
         if not receiver.requires_grad:

@@ -24,6 +24,7 @@ from torchlint.analysis.forward_sites import forward_call_count
 from torchlint.analysis.names import count_calls, count_headers, dotted_name, header_counts, names_in_class_bases
 from torchlint.analysis.scopes import UNKNOWN_MODE, ClassInfo, FunctionInfo, Scope
 from torchlint.analysis.values import UNKNOWN, Kind, Value, join
+from torchlint.analysis.walk import OwnBodyVisitor
 
 if TYPE_CHECKING:
     from torchlint.analysis.analyzer import Analyzer
@@ -41,7 +42,7 @@ _SUPER_INIT = re.compile(r"\bsuper\s*\([^()]*\)\s*\.\s*__init__\s*\(")
 _ASSIGNED_ATTRIBUTE = re.compile(r"\.\s*(\w+)\s*=\s*[A-Za-z_][\w.]*\s*\(")  # `self.sub = Sub(`
 
 
-class _GradReadCollector(cst.CSTVisitor):
+class _GradReadCollector(OwnBodyVisitor):
     """Names whose ``.grad`` is read in a function body (nested functions excluded), and
     names the body itself makes require grad (``x.requires_grad = True``, ``x.requires_grad_()``)."""
 
@@ -61,15 +62,6 @@ class _GradReadCollector(cst.CSTVisitor):
         """Names whose ``.grad`` is read without the body making them a leaf first: a
         parameter among them must be handed in as a leaf that requires grad."""
         return self.names - self.made_to_require_grad
-
-    def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
-        return False
-
-    def visit_ClassDef(self, node: cst.ClassDef) -> bool:
-        return False
-
-    def visit_Lambda(self, node: cst.Lambda) -> bool:
-        return False
 
 
 

@@ -450,6 +450,11 @@ class ProjectImports:
             self._resolved[key] = self._resolve(*key)
         return self._resolved[key]
 
+    def imported_classes(self) -> list[ProjectClass]:
+        """The project classes the file imports by name (``from client import Client``)."""
+        found = (self.object_of(cst.Name(local)) for local in list(self.names))
+        return [obj for obj in found if isinstance(obj, ProjectClass)]
+
     def _star_source(self, name: str) -> tuple[int, tuple[str, ...]] | None:
         """Where a star import binds ``name``: the last star import whose project file exports
         it.  A project file whose ``__all__`` cannot be read, or that itself star-imports, may

@@ -547,6 +547,20 @@ def _callback_methods(attributes: frozenset[str]) -> tuple[tuple[type, str | Non
 _CST_VISITOR_MRO = frozenset(cst.CSTVisitor.__mro__)
 
 
+class OwnBodyVisitor(cst.CSTVisitor):
+    """A visitor of one function body that does not enter the functions, classes and lambdas
+    defined in it (their statements are not the body's)."""
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+        return False
+
+    def visit_ClassDef(self, node: cst.ClassDef) -> bool:
+        return False
+
+    def visit_Lambda(self, node: cst.Lambda) -> bool:
+        return False
+
+
 def scan(node: cst.CSTNode, visitor: cst.CSTVisitor) -> None:
     """``node.visit(visitor)`` for a read-only ``CSTVisitor``, faster (see ``Walker``)."""
     methods = _scan_methods(type(visitor))
