@@ -216,6 +216,9 @@ def _load(path: str) -> _File | None:
     return known
 
 
+load_file = _load  # (for ``importers.py``)
+
+
 # ---------------------------------------------------------------- what an import names
 @dataclass(eq=False)
 class ProjectObject:
