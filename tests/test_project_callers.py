@@ -1,7 +1,7 @@
 """Parameters bound from the call sites in the files that import the linted one
 (``analysis/importers.py``): ``train.fit(model.Net(), ...)`` in main.py hands train.py's
 ``fit`` a model whose forward ends in softmax.  The positive program is run with torch: its
-cross-entropy stays at the floor of a softmax taken twice; the look-alikes stay silent."""
+cross-entropy never falls below the floor of a softmax taken twice; the look-alikes stay silent."""
 
 from __future__ import annotations
 
@@ -66,6 +66,7 @@ import torch
 
 
 def main():
+    torch.manual_seed(0)
     x = torch.eye(3) * 20
     y = torch.arange(3)
     net = {model}
@@ -161,7 +162,7 @@ def test_the_softmax_model_handed_in_stalls_with_torch(tmp_path: Path, model: st
     result = subprocess.run([sys.executable, "main.py"], cwd=tmp_path, capture_output=True, text=True, check=True)
     loss = float(result.stdout)
     if stalls:
-        assert loss == pytest.approx(FLOOR, abs=1e-2), "a softmax taken twice"
+        assert loss > FLOOR - 1e-3, "a softmax taken twice: never below its floor"
     else:
         assert loss < 0.05
     assert bool(_lines(tmp_path / "train.py")) is stalls
