@@ -7,7 +7,7 @@ from collections.abc import Callable
 
 import libcst as cst
 
-from torchlint.analysis.torch_api import CANONICAL, STAR_IMPORTED_TORCH_NAMES
+from torchlint.analysis.torch_api import CANONICAL, STAR_EXPORTS, STAR_IMPORTED_TORCH_NAMES
 from torchlint.analysis.walk import scan
 
 # Exact type tests (no node class derives from these): ``isinstance`` on libcst's ABCs
@@ -193,6 +193,10 @@ class ImportTable:
         # ``qualify`` answers until the next import, by node: id -> (node, answer).  Rules ask
         # about the same expression many times; keeping the node keeps its id unique.
         self._qualified: dict[int, tuple[cst.BaseExpression, str | None]] = {}
+        # ``from torch.nn import *``: the torch modules star-imported, in import order, and the
+        # source (whose own bindings of a name win over the star import).
+        self._torch_stars: list[str] = []
+        self._star_source = ""
 
     def add_import(self, node: cst.Import) -> None:
         self._qualified.clear()
@@ -221,9 +225,16 @@ class ImportTable:
         anywhere: the star import is where its ``torch`` comes from, and with it the conventional
         ``nn`` / ``F`` it uses unbound (a YOLO ``models/yolo.py``)."""
         module = dotted_name(node.module) if node.module is not None else ""
+        if module in STAR_EXPORTS and not node.relative:
+            self._qualified.clear()
+            self._torch_stars.append(module)  # type: ignore[arg-type]
+            self._star_source = source
+            return
         if module == "torch" or (module or "").startswith("torch.") or "torch" in self.aliases:
             return
-        if TORCH_IMPORT.search(source) or not _uses_unbound("torch", source):
+        # (A `from torch.utils.data import DataLoader` binds no `torch`: the name used unbound
+        # still comes from the star import.)
+        if not _uses_unbound("torch", source):
             return
         self._qualified.clear()
         for local, full in STAR_IMPORTED_TORCH_NAMES.items():
@@ -246,9 +257,20 @@ class ImportTable:
         head, _, rest = dotted.partition(".")
         base = self.aliases.get(head)
         if base is None:
-            return None
+            base = self._star_imported(head) if self._torch_stars else None
+            if base is None:
+                return None
         full = f"{base}.{rest}" if rest else base
         return CANONICAL.get(full, full)
+
+    def _star_imported(self, name: str) -> str | None:
+        """``torch.nn.Softmax`` for ``Softmax`` after ``from torch.nn import *`` (the last star
+        import exporting it), unless the file binds the name itself (a class, a def, an
+        assignment, an import: other imports are in ``aliases`` already)."""
+        for module in reversed(self._torch_stars):
+            if name in STAR_EXPORTS[module]:
+                return None if binds(name, self._star_source) else f"{module}.{name}"
+        return None
 
     def local_name_for(self, qualified: str) -> str | None:
         """A local name bound to exactly ``qualified`` (e.g. the name ``torch`` is imported under)."""
@@ -268,8 +290,20 @@ def _uses_unbound(name: str, source: str) -> bool:
     escaped = re.escape(name)
     if re.search(rf"(?<![\w.]){escaped}\.\w", source) is None:
         return False
-    binding = rf"(?:\bas[ \t]+{escaped}\b|^[ \t]*{escaped}[ \t]*=[^=]|\b(?:def|class)[ \t]+{escaped}\b|^[ \t]*import[ \t]+{escaped}\b)"
-    return re.search(binding, source, re.MULTILINE) is None
+    return not binds(name, source)
+
+
+def binds(name: str, source: str) -> bool:
+    """Some line of ``source`` binds ``name``: ``import name`` (``import name.sub``, not
+    ``import name.sub as other``), ``... as name``, ``name = ``,
+    ``def name`` / ``class name``, a ``for name in``, or a ``name`` imported by name."""
+    escaped = re.escape(name)
+    binding = (
+        rf"(?:\bas[ \t]+{escaped}\b|^[ \t]*{escaped}[ \t]*=[^=]|\b(?:def|class)[ \t]+{escaped}\b"
+        rf"|^[ \t]*import[ \t]+{escaped}(?:\.[\w.]*)?(?![\w.])(?![ \t]+as\b)|\bfor[ \t]+{escaped}[ \t]+in\b"
+        rf"|^[ \t]*from[ \t]+[\w.]+[ \t]+import[ \t(]+[^\n#]*\b{escaped}\b)"
+    )
+    return re.search(binding, source, re.MULTILINE) is not None
 
 
 def through_grad(expr: cst.BaseExpression) -> bool:
