@@ -197,6 +197,9 @@ class ImportTable:
         # source (whose own bindings of a name win over the star import).
         self._torch_stars: list[str] = []
         self._star_source = ""
+        # ``ACT = {"relu": nn.ReLU, "tanh": nn.Tanh}`` at module level, never changed: name ->
+        # key -> the torch class (``ACT["relu"](inplace=True)`` builds an ``nn.ReLU``).
+        self._class_tables: dict[str, dict[str, str]] = {}
 
     def add_import(self, node: cst.Import) -> None:
         self._qualified.clear()
@@ -241,6 +244,22 @@ class ImportTable:
             if local not in self.aliases and _uses_unbound(local, source):
                 self.aliases[local] = full
 
+    def add_class_table(self, name: str, table: cst.Dict, source: str) -> None:
+        """A module-level dict literal whose values are all torch classes (or functions), keyed
+        by strings, that no other line assigns or changes: its lookups name those classes."""
+        entries: dict[str, str] = {}
+        for element in table.elements:
+            if type(element) is not cst.DictElement or type(element.key) is not cst.SimpleString:
+                return
+            qualified = self.qualify(element.value)
+            key = element.key.evaluated_value
+            if qualified is None or not qualified.startswith("torch.") or not isinstance(key, str):
+                return
+            entries[key] = qualified
+        if entries and not _changed_after(name, source):
+            self._qualified.clear()
+            self._class_tables[name] = entries
+
     def qualify(self, node: cst.BaseExpression) -> str | None:
         """The canonical qualified name of an imported object, e.g. ``T.no_grad`` -> ``torch.no_grad``."""
         known = self._qualified.get(id(node))
@@ -253,7 +272,7 @@ class ImportTable:
     def _qualify(self, node: cst.BaseExpression) -> str | None:
         dotted = dotted_name(node)
         if dotted is None:
-            return None
+            return self._looked_up(node) if self._class_tables and type(node) is cst.Subscript else None
         head, _, rest = dotted.partition(".")
         base = self.aliases.get(head)
         if base is None:
@@ -262,6 +281,18 @@ class ImportTable:
                 return None
         full = f"{base}.{rest}" if rest else base
         return CANONICAL.get(full, full)
+
+    def _looked_up(self, node: cst.Subscript) -> str | None:
+        """``ACT["relu"]``: the class the table holds under that key; ``ACT[name]``: the class
+        every entry holds (entries that differ: unknown)."""
+        entries = self._class_tables.get(node.value.value) if type(node.value) is cst.Name else None  # type: ignore[attr-defined]
+        if entries is None or len(node.slice) != 1 or type(node.slice[0].slice) is not cst.Index:
+            return None
+        key = node.slice[0].slice.value  # type: ignore[attr-defined]
+        if type(key) is cst.SimpleString:
+            return entries.get(key.evaluated_value)  # type: ignore[arg-type]
+        classes = set(entries.values())
+        return classes.pop() if len(classes) == 1 else None
 
     def _star_imported(self, name: str) -> str | None:
         """``torch.nn.Softmax`` for ``Softmax`` after ``from torch.nn import *`` (the last star
@@ -304,6 +335,16 @@ def binds(name: str, source: str) -> bool:
         rf"|^[ \t]*from[ \t]+[\w.]+[ \t]+import[ \t(]+[^\n#]*\b{escaped}\b)"
     )
     return re.search(binding, source, re.MULTILINE) is not None
+
+
+def _changed_after(name: str, source: str) -> bool:
+    """``name`` is assigned more than once, written by key (``name["x"] = ...``), or changed by a
+    dict method, somewhere in ``source``."""
+    escaped = re.escape(name)
+    if len(re.findall(rf"^[ \t]*{escaped}[ \t]*(?::[^=\n]*)?=[^=]", source, re.MULTILINE)) != 1:
+        return True
+    return re.search(rf"(?<![\w.]){escaped}(?:\[[^\]\n]*\][ \t]*=[^=]|\.(?:update|setdefault|pop|clear|__setitem__)\b)",
+                     source) is not None
 
 
 def through_grad(expr: cst.BaseExpression) -> bool:
