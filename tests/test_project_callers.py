@@ -166,3 +166,17 @@ def test_the_softmax_model_handed_in_stalls_with_torch(tmp_path: Path, model: st
     else:
         assert loss < 0.05
     assert bool(_lines(tmp_path / "train.py")) is stalls
+
+
+def test_a_script_above_the_package_imports_the_training_function(tmp_path: Path) -> None:
+    package = tmp_path / "engine"
+    path = _project(package)
+    (package / "__init__.py").write_text("")
+    (package / "models.py").unlink()
+    (tmp_path / "models.py").write_text(MODELS)
+    (tmp_path / "main.py").write_text(_main("models.SoftmaxNet()", imports="import models\nfrom engine.train import fit",
+                                             call="fit(net, optimizer, [(x, y)])"))
+    (tmp_path / "main_logits.py").write_text(_main("models.LogitNet()", imports="import models\nfrom engine import train"))
+    assert _lines(path) == []  # the two scripts disagree
+    (tmp_path / "main_logits.py").unlink()
+    assert _lines(path) == [FIT_LINE]

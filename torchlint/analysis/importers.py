@@ -6,7 +6,8 @@ Research code builds the model and the optimizer in ``main.py`` and hands them t
 alone, ``classifier`` is an unknown parameter.  For a top-level function the linted file
 never calls itself, this module reads the ``.py`` files of the same directory, keeps those
 whose import lines name the linted file's module (``import train``, ``from train import
-source_only``), runs their rule-less analysis (``project.py``) and collects what each call of
+source_only``), and for a file in a package those of the directory above the top package
+(``from engine.train import fit`` in the repository's ``main.py``), runs their rule-less analysis (``project.py``) and collects what each call of
 the function passes.  A parameter is bound when every call in those files is seen (as many
 analysed as the text spells) and they agree on a module or an optimizer.
 
@@ -28,6 +29,7 @@ from typing import TYPE_CHECKING
 import libcst as cst
 
 from torchlint.analysis.names import count_calls, count_headers
+from torchlint.analysis.project import package_root as _package_root
 from torchlint.analysis.values import Kind, Value, join
 from torchlint.project_files import current_session, stamp
 
@@ -110,6 +112,10 @@ def _calls_elsewhere(path: str, info: FunctionInfo) -> list[dict[str, Value]] | 
         return None
     scanned: dict[str, tuple[int, int]] = {}
     importers = _importers(directory, stem, scanned)
+    root = _package_root(directory)
+    if importers is not None and root != directory:  # `from engine.train import fit` in the root's main.py
+        above = _importers(root, stem, scanned)
+        importers = None if above is None else importers + above
     if importers is None:
         return None
     try:
@@ -152,8 +158,11 @@ def _importers(directory: str, stem: str, read: dict[str, tuple[int, int]]) -> l
     where = stamp(directory)
     if where is not None:
         read[directory] = where
+    # `import train`, `import engine.train as t`, `from train import fit`, `from .train import fit`,
+    # `from engine.train import fit`, `from engine import train`
     imports = re.compile(
-        rf"^[ \t]*(?:import[ \t]+[^\n#]*\b{stem}\b|from[ \t]+\.?{stem}[ \t]+import\b)", re.MULTILINE)
+        rf"^[ \t]*(?:import[ \t]+[^\n#]*\b{stem}\b|from[ \t]+[\w.]*\b{stem}[ \t]+import\b"
+        rf"|from[ \t]+[\w.]+[ \t]+import[ \t(]+[^\n#]*\b{stem}\b)", re.MULTILINE)
     found: list[str] = []
     for name in names:
         if name == stem + ".py":

@@ -367,6 +367,9 @@ def _package_root(directory: str) -> str:
     return root
 
 
+package_root = _package_root  # (for ``importers.py``)
+
+
 def _module_file(base: str, parts: Sequence[str]) -> str | None:
     if not parts:
         candidate = os.path.join(base, "__init__.py")
