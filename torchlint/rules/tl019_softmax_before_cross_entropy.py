@@ -67,9 +67,11 @@ class SoftmaxBeforeCrossEntropy(Rule):
             self.report(node, message, _fix(self.ctx, argument, expects))
         elif "model-output" in value.tags or MODEL_OUTPUT_ITEM in value.tags or value.kind is Kind.UNKNOWN:
             # A module of this file: its forward is analysed later (or already was); a module
-            # handed in as a parameter (``classifier(x)``): what the call sites pass, in this
-            # file or in the files importing it (``call_sites.py``).
-            later = self.ctx.value_given_call_sites(argument)
+            # handed in as a parameter of a function no call has bound yet (``classifier(x)``):
+            # what the call sites pass, later in this file or in the files importing it
+            # (``call_sites.py``).
+            function = self.ctx.function
+            later = self.ctx.value_given_call_sites(argument) if function and not function.call_arguments else None
 
             def holds() -> bool:
                 if self.ctx.is_softmax_output(value):
