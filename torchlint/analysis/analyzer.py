@@ -44,6 +44,7 @@ from torchlint.analysis.events import AutogradEvent
 from torchlint.analysis.flow import Flow
 from torchlint.analysis.functions import Functions, _GradReadCollector
 from torchlint.analysis.grad_modes import GradModes
+from torchlint.analysis.importers import ProjectCall
 from torchlint.analysis.loop_graph import LoopGraph, body_graph, loop_graph
 from torchlint.analysis.module_graph import ModuleGraph
 from torchlint.analysis.names import TORCH_IMPORT, ImportTable, keyword_arg, positional_args
@@ -94,6 +95,9 @@ class Analyzer(Dispatch, Functions, BindingState, ControlFlow, GradModes, Evalua
         self.project = project
         # id(call node) -> the project function or class that made the value (``made_by``).
         self._project_makers: dict[int, tuple[cst.CSTNode, ProjectObject]] = {}
+        # id(call node) -> a call of a sibling file's function and the values it passes
+        # (``importers.py`` binds that function's parameters from them).
+        self.project_calls: dict[int, ProjectCall] = {}
         # Rules ask ``qualify`` about most calls, several times each: one call layer less.
         self.qualify = self.imports.qualify  # type: ignore[method-assign]
         self.scope = Scope("module", None, mode_stack=[ENABLED])
@@ -266,6 +270,20 @@ class Analyzer(Dispatch, Functions, BindingState, ControlFlow, GradModes, Evalua
         if isinstance(found, ProjectClass) and found.is_module:
             return Value(Kind.MODULE, node, cls=found.info())
         return Value(Kind.UNKNOWN, node)
+
+    def _note_project_call(self, node: cst.Call) -> None:
+        """In a file read on behalf of another (``project.depth`` > 0): a call of a sibling
+        file's function and what it passes (``importers.py``)."""
+        head = node.func
+        if type(head) is cst.Attribute:
+            head = head.value  # `train.fit(...)` (one module level, as `import train` binds)
+        if type(head) is not cst.Name or not self.project.may_name(head.value):  # type: ignore[union-attr]
+            return
+        if self.scope.lookup(head.value) is not None or id(node) in self.project_calls:
+            return
+        found = self.project.object_of(node.func)  # type: ignore[union-attr]
+        if type(found) is ProjectFunction:
+            self.project_calls[id(node)] = ProjectCall.of(self, node, found)
 
     def made_project_objects(self) -> bool:
         """Some call so far made an object of a sibling file's class or function."""

@@ -137,6 +137,10 @@ class BindingState:
             function.cls.record_attr(function.name, key[5:], value)
 
     def _leave_Assign(self, node: cst.Assign) -> None:
+        if type(node.value) is cst.Dict and self.scope.parent is None and len(node.targets) == 1:
+            target = node.targets[0].target
+            if type(target) is cst.Name:  # `ACT = {"relu": nn.ReLU, ...}`: its lookups name the classes
+                self.imports.add_class_table(target.value, node.value, self.source)
         value = self.value_of(node.value)
         graph = self.module_graph
         if graph is not None:

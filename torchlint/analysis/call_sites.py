@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
+from torchlint.analysis.importers import values_from_importers
 from torchlint.analysis.values import Value
 
 if TYPE_CHECKING:
@@ -49,7 +50,7 @@ class CallSiteValues:
 
     def _walk(self, function: FunctionInfo) -> dict[int, Value]:
         ctx = self._ctx
-        passed = ctx._values_from_every_call_site(function)
+        passed = ctx._values_from_every_call_site(function) or values_from_importers(ctx, function)
         if not passed or len(self._answers) >= MAX_WALKS_PER_FILE:
             return {}
         from torchlint.analysis.analyzer import Analyzer

@@ -305,6 +305,8 @@ class Functions:
             self.event_index.note(self, node)  # (a rule asked: ``track_autograd_events``)
         if self._summarising is not None:
             return  # a look into a helper: the real analysis records its calls
+        if self.project is not None and self.project.depth:
+            self._note_project_call(node)  # (a file read for another: its calls of that one's functions)
         callee = self._resolve_callee(node.func)
         if callee is not None:
             callee.call_modes.append(self.grad_mode)

@@ -7,7 +7,7 @@ from collections.abc import Callable
 
 import libcst as cst
 
-from torchlint.analysis.torch_api import CANONICAL, STAR_IMPORTED_TORCH_NAMES
+from torchlint.analysis.torch_api import CANONICAL, STAR_EXPORTS, STAR_IMPORTED_TORCH_NAMES
 from torchlint.analysis.walk import scan
 
 # Exact type tests (no node class derives from these): ``isinstance`` on libcst's ABCs
@@ -218,6 +218,13 @@ class ImportTable:
         # ``qualify`` answers until the next import, by node: id -> (node, answer).  Rules ask
         # about the same expression many times; keeping the node keeps its id unique.
         self._qualified: dict[int, tuple[cst.BaseExpression, str | None]] = {}
+        # ``from torch.nn import *``: the torch modules star-imported, in import order, and the
+        # source (whose own bindings of a name win over the star import).
+        self._torch_stars: list[str] = []
+        self._star_source = ""
+        # ``ACT = {"relu": nn.ReLU, "tanh": nn.Tanh}`` at module level, never changed: name ->
+        # key -> the torch class (``ACT["relu"](inplace=True)`` builds an ``nn.ReLU``).
+        self._class_tables: dict[str, dict[str, str]] = {}
 
     def add_import(self, node: cst.Import) -> None:
         self._qualified.clear()
@@ -246,14 +253,37 @@ class ImportTable:
         anywhere: the star import is where its ``torch`` comes from, and with it the conventional
         ``nn`` / ``F`` it uses unbound (a YOLO ``models/yolo.py``)."""
         module = dotted_name(node.module) if node.module is not None else ""
+        if module in STAR_EXPORTS and not node.relative:
+            self._qualified.clear()
+            self._torch_stars.append(module)  # type: ignore[arg-type]
+            self._star_source = source
+            return
         if module == "torch" or (module or "").startswith("torch.") or "torch" in self.aliases:
             return
-        if TORCH_IMPORT.search(source) or not _uses_unbound("torch", source):
+        # (A `from torch.utils.data import DataLoader` binds no `torch`: the name used unbound
+        # still comes from the star import.)
+        if not _uses_unbound("torch", source):
             return
         self._qualified.clear()
         for local, full in STAR_IMPORTED_TORCH_NAMES.items():
             if local not in self.aliases and _uses_unbound(local, source):
                 self.aliases[local] = full
+
+    def add_class_table(self, name: str, table: cst.Dict, source: str) -> None:
+        """A module-level dict literal whose values are all torch classes (or functions), keyed
+        by strings, that no other line assigns or changes: its lookups name those classes."""
+        entries: dict[str, str] = {}
+        for element in table.elements:
+            if type(element) is not cst.DictElement or type(element.key) is not cst.SimpleString:
+                return
+            qualified = self.qualify(element.value)
+            key = element.key.evaluated_value
+            if qualified is None or not qualified.startswith("torch.") or not isinstance(key, str):
+                return
+            entries[key] = qualified
+        if entries and not _changed_after(name, source):
+            self._qualified.clear()
+            self._class_tables[name] = entries
 
     def qualify(self, node: cst.BaseExpression) -> str | None:
         """The canonical qualified name of an imported object, e.g. ``T.no_grad`` -> ``torch.no_grad``."""
@@ -267,13 +297,36 @@ class ImportTable:
     def _qualify(self, node: cst.BaseExpression) -> str | None:
         dotted = dotted_name(node)
         if dotted is None:
-            return None
+            return self._looked_up(node) if self._class_tables and type(node) is cst.Subscript else None
         head, _, rest = dotted.partition(".")
         base = self.aliases.get(head)
         if base is None:
-            return None
+            base = self._star_imported(head) if self._torch_stars else None
+            if base is None:
+                return None
         full = f"{base}.{rest}" if rest else base
         return CANONICAL.get(full, full)
+
+    def _looked_up(self, node: cst.Subscript) -> str | None:
+        """``ACT["relu"]``: the class the table holds under that key; ``ACT[name]``: the class
+        every entry holds (entries that differ: unknown)."""
+        entries = self._class_tables.get(node.value.value) if type(node.value) is cst.Name else None  # type: ignore[attr-defined]
+        if entries is None or len(node.slice) != 1 or type(node.slice[0].slice) is not cst.Index:
+            return None
+        key = node.slice[0].slice.value  # type: ignore[attr-defined]
+        if type(key) is cst.SimpleString:
+            return entries.get(key.evaluated_value)  # type: ignore[arg-type]
+        classes = set(entries.values())
+        return classes.pop() if len(classes) == 1 else None
+
+    def _star_imported(self, name: str) -> str | None:
+        """``torch.nn.Softmax`` for ``Softmax`` after ``from torch.nn import *`` (the last star
+        import exporting it), unless the file binds the name itself (a class, a def, an
+        assignment, an import: other imports are in ``aliases`` already)."""
+        for module in reversed(self._torch_stars):
+            if name in STAR_EXPORTS[module]:
+                return None if binds(name, self._star_source) else f"{module}.{name}"
+        return None
 
     def local_name_for(self, qualified: str) -> str | None:
         """A local name bound to exactly ``qualified`` (e.g. the name ``torch`` is imported under)."""
@@ -293,8 +346,30 @@ def _uses_unbound(name: str, source: str) -> bool:
     escaped = re.escape(name)
     if re.search(rf"(?<![\w.]){escaped}\.\w", source) is None:
         return False
-    binding = rf"(?:\bas[ \t]+{escaped}\b|^[ \t]*{escaped}[ \t]*=[^=]|\b(?:def|class)[ \t]+{escaped}\b|^[ \t]*import[ \t]+{escaped}\b)"
-    return re.search(binding, source, re.MULTILINE) is None
+    return not binds(name, source)
+
+
+def binds(name: str, source: str) -> bool:
+    """Some line of ``source`` binds ``name``: ``import name`` (``import name.sub``, not
+    ``import name.sub as other``), ``... as name``, ``name = ``,
+    ``def name`` / ``class name``, a ``for name in``, or a ``name`` imported by name."""
+    escaped = re.escape(name)
+    binding = (
+        rf"(?:\bas[ \t]+{escaped}\b|^[ \t]*{escaped}[ \t]*=[^=]|\b(?:def|class)[ \t]+{escaped}\b"
+        rf"|^[ \t]*import[ \t]+{escaped}(?:\.[\w.]*)?(?![\w.])(?![ \t]+as\b)|\bfor[ \t]+{escaped}[ \t]+in\b"
+        rf"|^[ \t]*from[ \t]+[\w.]+[ \t]+import[ \t(]+[^\n#]*\b{escaped}\b)"
+    )
+    return re.search(binding, source, re.MULTILINE) is not None
+
+
+def _changed_after(name: str, source: str) -> bool:
+    """``name`` is assigned more than once, written by key (``name["x"] = ...``), or changed by a
+    dict method, somewhere in ``source``."""
+    escaped = re.escape(name)
+    if len(re.findall(rf"^[ \t]*{escaped}[ \t]*(?::[^=\n]*)?=[^=]", source, re.MULTILINE)) != 1:
+        return True
+    return re.search(rf"(?<![\w.]){escaped}(?:\[[^\]\n]*\][ \t]*=[^=]|\.(?:update|setdefault|pop|clear|__setitem__)\b)",
+                     source) is not None
 
 
 def through_grad(expr: cst.BaseExpression) -> bool:

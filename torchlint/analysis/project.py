@@ -55,9 +55,9 @@ _ALL = re.compile(r"^__all__[ \t]*=[ \t]*[\[(]([^\])]*)[\])]", re.MULTILINE)
 _STAR_IMPORT = re.compile(r"^from[ \t]+[\w.]+[ \t]+import[ \t]*\*", re.MULTILINE)
 _QUOTED = re.compile(r"""['"](\w+)['"]""")
 # Base classes that make a class an nn.Module, as written in a ``class`` line; a bare ``Module``
-# only when the file imports it from torch.
+# only when the file imports it from torch (by name or with ``from torch.nn import *``).
 _MODULE_BASES = frozenset({"nn.Module", NN_MODULE_BASE})
-_MODULE_IMPORT = re.compile(r"^from[ \t]+torch\.nn[ \t]+import[^\n]*\bModule\b", re.MULTILINE)
+_MODULE_IMPORT = re.compile(r"^from[ \t]+torch\.nn[ \t]+import[^\n]*(?:\bModule\b|\*)", re.MULTILINE)
 
 
 @dataclass(eq=False)
@@ -216,6 +216,9 @@ def _load(path: str) -> _File | None:
     return known
 
 
+load_file = _load  # (for ``importers.py``)
+
+
 # ---------------------------------------------------------------- what an import names
 @dataclass(eq=False)
 class ProjectObject:
@@ -362,6 +365,9 @@ def _package_root(directory: str) -> str:
             break
         root = parent
     return root
+
+
+package_root = _package_root  # (for ``importers.py``)
 
 
 def _module_file(base: str, parts: Sequence[str]) -> str | None:

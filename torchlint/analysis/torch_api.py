@@ -196,6 +196,34 @@ PARAMETER_TOKENS = ("Parameter(", "Parameter as")
 # What a star import of a project module conventionally brings when the file uses these names
 # unbound, ``torch`` among them (``from models.common import *``; see ``ImportTable.add_star_import``).
 STAR_IMPORTED_TORCH_NAMES = {"torch": "torch", "nn": "torch.nn", "F": "torch.nn.functional"}
+# The classes ``from torch.nn import *`` / ``from torch.optim import *`` bind (their ``__all__``
+# in torch 2.13, less submodules and private helpers; tests/test_torch_star_imports.py checks
+# each against torch).  Class names only: a lower-case name a star import of
+# ``torch.nn.functional`` would bind (``dropout``, ``pad``) is too often a local variable.
+STAR_EXPORTS: dict[str, frozenset[str]] = {
+    "torch.nn": frozenset("""
+        AdaptiveAvgPool1d AdaptiveAvgPool2d AdaptiveAvgPool3d AdaptiveLogSoftmaxWithLoss AdaptiveMaxPool1d
+        AdaptiveMaxPool2d AdaptiveMaxPool3d AlphaDropout AvgPool1d AvgPool2d AvgPool3d BCELoss
+        BCEWithLogitsLoss BatchNorm1d BatchNorm2d BatchNorm3d Bilinear CELU CTCLoss ChannelShuffle
+        ConstantPad1d ConstantPad2d ConstantPad3d Conv1d Conv2d Conv3d ConvTranspose1d ConvTranspose2d
+        ConvTranspose3d CosineEmbeddingLoss CosineSimilarity CrossEntropyLoss DataParallel Dropout
+        Dropout1d Dropout2d Dropout3d ELU Embedding EmbeddingBag FeatureAlphaDropout Flatten Fold GELU GLU
+        GRU GRUCell GaussianNLLLoss GroupNorm Hardshrink Hardsigmoid Hardswish Hardtanh HingeEmbeddingLoss
+        HuberLoss Identity InstanceNorm1d InstanceNorm2d InstanceNorm3d KLDivLoss L1Loss LPPool1d LPPool2d
+        LSTM LSTMCell LayerNorm LeakyReLU Linear LocalResponseNorm LogSigmoid LogSoftmax MSELoss
+        MarginRankingLoss MaxPool1d MaxPool2d MaxPool3d MaxUnpool1d MaxUnpool2d MaxUnpool3d Mish Module
+        ModuleDict ModuleList MultiLabelMarginLoss MultiLabelSoftMarginLoss MultiMarginLoss
+        MultiheadAttention NLLLoss PReLU PairwiseDistance Parameter ParameterDict ParameterList
+        PixelShuffle PixelUnshuffle PoissonNLLLoss RMSNorm RNN RNNCell RReLU ReLU ReLU6 ReflectionPad1d
+        ReflectionPad2d ReflectionPad3d ReplicationPad1d ReplicationPad2d ReplicationPad3d SELU Sequential
+        SiLU Sigmoid SmoothL1Loss SoftMarginLoss Softmax Softmax2d Softmin Softplus Softshrink Softsign
+        SyncBatchNorm Tanh Tanhshrink Threshold Transformer TransformerDecoder TransformerDecoderLayer
+        TransformerEncoder TransformerEncoderLayer TripletMarginLoss Unflatten Unfold Upsample
+        UpsamplingBilinear2d UpsamplingNearest2d ZeroPad1d ZeroPad2d ZeroPad3d
+    """.split()),
+    "torch.optim": frozenset(
+        "ASGD Adadelta Adagrad Adam AdamW Adamax LBFGS NAdam Optimizer RAdam RMSprop Rprop SGD SparseAdam".split()),
+}
 
 LEAF_SOURCE_TOKENS = ("requires_grad", *PARAMETER_TOKENS, "parameters(", ".weight", ".bias", ".in_proj_", ".grad")
 

@@ -65,10 +65,22 @@ class SoftmaxBeforeCrossEntropy(Rule):
             self._report_default_loss(node, message, value, argument, never_passed)
         elif "softmax" in value.tags:
             self.report(node, message, _fix(self.ctx, argument, expects))
-        elif "model-output" in value.tags or MODEL_OUTPUT_ITEM in value.tags:
-            # A module of this file: its forward is analysed later (or already was).
+        elif "model-output" in value.tags or MODEL_OUTPUT_ITEM in value.tags or value.kind is Kind.UNKNOWN:
+            # A module of this file: its forward is analysed later (or already was); a module
+            # handed in as a parameter of a function no call has bound yet (``classifier(x)``):
+            # what the call sites pass, later in this file or in the files importing it
+            # (``call_sites.py``).
+            function = self.ctx.function
+            later = self.ctx.value_given_call_sites(argument) if function and not function.call_arguments else None
+
+            def holds() -> bool:
+                if self.ctx.is_softmax_output(value):
+                    return True
+                given = later() if later is not None else None
+                return given is not None and self.ctx.is_softmax_output(given)
+
             self.report(node, message.replace("softmax probabilities", "the output of a model ending in softmax", 1),
-                        when=lambda: self.ctx.is_softmax_output(value))
+                        when=holds)
 
     def _expected_of_default(self, callee: Value) -> str | None:
         """A loss parameter whose default builds a torch loss module: what that loss expects."""
