@@ -7,6 +7,7 @@ import libcst as cst
 from torchlint import fixes
 from torchlint.analysis import Kind, Value
 from torchlint.analysis import torch_api as api
+from torchlint.analysis.evaluate import GRADIENT_TAGS
 from torchlint.analysis.events import EventKind
 from torchlint.rule import Rule
 
@@ -29,7 +30,7 @@ class BackwardWithoutGraph(Rule):
         if event is None or event.kind not in _BACKPROPAGATING or event.subject is None:
             return
         value = self.ctx.value_of(event.subject)
-        if value.kind is not Kind.PLAIN:
+        if not (value.has_no_graph or _made_without_grad(value)):
             return
         subject = fixes.source_of(event.subject)
         call = "`torch.autograd.grad`" if event.kind is EventKind.GRAD else "`backward()`"
@@ -54,3 +55,9 @@ class BackwardWithoutGraph(Rule):
         if not value.has_no_graph:
             return "it is computed only from tensors that do not require grad: was `requires_grad=True` forgotten?"
         return "it is computed under `torch.no_grad()` or from values without a graph"
+
+
+def _made_without_grad(value: Value) -> bool:
+    """Computed only from tensors that do not require grad, none of them a gradient (``p.grad``
+    carries a graph after ``backward(create_graph=True)``, which the model does not follow)."""
+    return value.kind is Kind.PLAIN and not value.tags & GRADIENT_TAGS
