@@ -6,6 +6,7 @@ Bindings are applied when a statement is left, after the rules' hooks for it hav
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 import libcst as cst
@@ -92,12 +93,21 @@ class BindingState:
 
     # ------------------------------------------------------------ bindings
     def _bind_entry(self, target: cst.Subscript, value: Value) -> None:
-        """``losses["val"] = x`` on a dict literal bound in this scope: indexing it may give
-        ``x`` from now on (a dict bound elsewhere, or changed by other code, is not followed)."""
+        """``losses["val"] = x`` on a dict literal (or ``nn.ModuleDict``) bound in this scope:
+        indexing it may give ``x`` from now on (a dict bound elsewhere, or changed by other code,
+        is not followed); the first entry of an empty one is all it holds."""
         key = dotted_name(target.value)
         held = self.scope.values.get(key) if key is not None else None
-        if held is not None and held.entries is not None:
-            self.scope.values[key] = held.with_entries(join(held.entries, value))
+        if held is None or held.entries is None:
+            return
+        if "empty" in held.tags:
+            held = replace(held, tags=held.tags - {"empty"}).with_entries(value)
+        else:
+            held = held.with_entries(join(held.entries, value))
+        self.scope.values[key] = held
+        function = self.scope.function
+        if self._summarising is None and function is not None and function.cls is not None and _is_self_attribute(key):
+            function.cls.record_attr(function.name, key[5:], held)  # `self.nets["g"] = G()`
 
     def _bind_target(self, target: cst.BaseExpression, value: Value, value_node: cst.BaseExpression | None) -> None:
         if isinstance(target, (cst.Tuple, cst.List)):
@@ -133,7 +143,7 @@ class BindingState:
         function = self.scope.function
         if self._summarising is not None:
             return  # a look into a helper changes no class facts
-        if function is not None and function.cls is not None and key.startswith("self.") and key.count(".") == 1:
+        if function is not None and function.cls is not None and _is_self_attribute(key):
             function.cls.record_attr(function.name, key[5:], value)
 
     def _leave_Assign(self, node: cst.Assign) -> None:
@@ -349,6 +359,10 @@ class BindingState:
 
     _enter_ListComp = _enter_SetComp = _enter_DictComp = _enter_GeneratorExp = _enter_comprehension
     _leave_ListComp = _leave_SetComp = _leave_DictComp = _leave_GeneratorExp = _leave_comprehension
+
+
+def _is_self_attribute(key: str) -> bool:
+    return key.startswith("self.") and key.count(".") == 1
 
 
 def _pair(first: Value, second: Value) -> Value:

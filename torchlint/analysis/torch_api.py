@@ -131,6 +131,9 @@ SCALAR_METHODS = frozenset({"item", "tolist", "numpy", "__float__", "__int__"})
 MODULE_SELF_METHODS = frozenset(
     {"to", "cuda", "cpu", "float", "double", "half", "bfloat16", "train", "eval", "requires_grad_", "apply", "type"}
 )
+# Calls returning a module that runs the module passed and reads its attributes through to it:
+# ``torch.compile(model)`` is an ``OptimizedModule`` whose call and methods are the model's.
+MODULE_KEEPING_WRAPPERS = frozenset({"torch.compile"})
 # Methods whose result iterates over parameters (leaves that require grad).
 PARAMETER_ITERATORS = frozenset({"parameters"})
 NAMED_PARAMETER_ITERATORS = frozenset({"named_parameters"})
@@ -174,7 +177,8 @@ PARAMETERLESS_MODULES = frozenset(
     ).split()
 )
 # Built-in containers: calling one runs its layers, which save their parameters for backward.
-CONTAINER_MODULES = frozenset({"torch.nn.Sequential", "torch.nn.ModuleList", "torch.nn.ModuleDict"})
+MODULE_DICT = "torch.nn.ModuleDict"
+CONTAINER_MODULES = frozenset({"torch.nn.Sequential", "torch.nn.ModuleList", MODULE_DICT})
 # torch.nn attributes that are not module classes.
 NN_NON_MODULES = frozenset(
     {"torch.nn.Parameter", "torch.nn.functional", "torch.nn.init", "torch.nn.utils", "torch.nn.Module",
