@@ -104,10 +104,27 @@ class BindingState:
             held = replace(held, tags=held.tags - {"empty"}).with_entries(value)
         else:
             held = held.with_entries(join(held.entries, value))
+        self._rebind_dict(key, held)
+
+    def _rebind_dict(self, key: str, held: Value) -> None:
         self.scope.values[key] = held
         function = self.scope.function
         if self._summarising is None and function is not None and function.cls is not None and _is_self_attribute(key):
             function.cls.record_attr(function.name, key[5:], held)  # `self.nets["g"] = G()`
+
+    def _forget_entries(self, node: cst.Call, func: cst.BaseExpression) -> None:
+        """A dict whose entries are known, changed by other means than ``d[k] = v`` (``d.update(o)``,
+        ``fill(d)``): indexing it may give anything from now on."""
+        if type(func) is cst.Attribute and func.attr.value in api.DICT_FILLING_METHODS:  # type: ignore[attr-defined]
+            self._forget_entries_of(dotted_name(func.value))  # type: ignore[attr-defined]
+        for arg in node.args:
+            if type(arg.value) is cst.Name:
+                self._forget_entries_of(arg.value.value)  # type: ignore[attr-defined]
+
+    def _forget_entries_of(self, key: str | None) -> None:
+        held = self.scope.values.get(key) if key is not None else None
+        if held is not None and held.entries is not None:
+            self._rebind_dict(key, replace(held, tags=held.tags - {"empty"}))  # type: ignore[arg-type]
 
     def _bind_target(self, target: cst.BaseExpression, value: Value, value_node: cst.BaseExpression | None) -> None:
         if isinstance(target, (cst.Tuple, cst.List)):
@@ -230,6 +247,8 @@ class BindingState:
         graph = self.module_graph
         if graph is not None:
             graph.note_call(node)
+        if node.args or type(func) is cst.Attribute:
+            self._forget_entries(node, func)
         if not isinstance(func, cst.Attribute):
             return
         method = func.attr.value
