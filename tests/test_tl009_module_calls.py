@@ -1,109 +1,79 @@
-"""TL009 on module outputs reached through ``self.forward(x)``, ``torch.compile(m)`` and entries
-assigned into an ``nn.ModuleDict`` or a dict (fixture ``TL009/module_calls.py``), checked against
-torch 2.13 as in ``test_tl009_escapes``: each program is linted and run; a finding's program keeps
-a graph in ``kept`` (and its fixed program keeps none), the look-alikes keep none.  ``torch.compile``
-runs with the eager backend (no compiler needed): the claim is about the module it returns, which
-runs the module passed and reads its methods through whatever the backend."""
+"""The fixture ``TL009/module_calls.py`` run with torch 2.13: module outputs reached through
+``self.forward(x)``, ``torch.compile(m)`` and entries assigned into an ``nn.ModuleDict`` or a
+dict.  Each shape prints its total; a reported shape's total keeps a graph (and after the unsafe
+fix none does), a look-alike's keeps none.  ``torch.compile`` runs with the eager backend (no
+compiler needed): the claim is about the module it returns, which runs the module passed and
+reads its methods through whatever the backend."""
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
+from pathlib import Path
+
 import pytest
 
-from tests.test_tl009_escapes import _findings, _marked, _run
+from conftest import FIXTURES, expected_findings
 from torchlint.engine import fix_source
 from torchlint.rules import rule_by_code
 
 torch = pytest.importorskip("torch")
 pytestmark = pytest.mark.torch
 
-PRELUDE = """\
-import torch
-import torch.nn as nn
-
-torch.manual_seed(0)
-loader = [(torch.randn(8, 3), torch.randn(8, 1))] * 3
+FIXTURE = FIXTURES / "TL009" / "module_calls.py"
 
 
-class Regressor(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.lin = nn.Linear(3, 1)
-
-    def forward(self, x):
-        return self.lin(x)
-
-    def losses(self, x, y):
-        out = self(x)
-        return ((out - y) ** 2).mean(), (out - y).abs().mean()
-
-    def fit_epoch(self, loader, opt):
-        global kept
-        total = 0
-        for x, y in loader:
-            out = self.forward(x)
-            loss = ((out - y) ** 2).mean()
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-            total += {metric}
-        print(total)
-        kept = total
+def _runs(ns: dict) -> dict[str, Callable[[list, object], None]]:
+    """shape -> how to run it with a loader and an optimizer."""
+    return {
+        "fit_epoch": lambda loader, opt: ns["Regressor"]().fit_epoch(loader, opt),
+        "forward_from_outside": lambda loader, opt: ns["forward_from_outside"](loader),
+        "compiled": lambda loader, opt: ns["compiled"](loader),
+        "compiled_method": lambda loader, opt: ns["compiled_method"](loader, opt),
+        "module_dict_entry": lambda loader, opt: ns["module_dict_entry"](loader, opt),
+        "dict_entry": lambda loader, opt: ns["dict_entry"](loader),
+        "Trainer.train": lambda loader, opt: ns["Trainer"]().train(loader, opt),
+        # look-alikes
+        "eval_epoch": lambda loader, opt: ns["Regressor"]().eval_epoch(loader),
+        "logged_epoch": lambda loader, opt: ns["Regressor"]().logged_epoch(loader, opt),
+        "module_dict_detached_part": lambda loader, opt: ns["module_dict_detached_part"](loader, opt),
+        "Trainer.train_logged": lambda loader, opt: ns["Trainer"]().train_logged(loader, opt),
+    }
 
 
-"""
-
-STEP = """\
-    loss, abs_err = {call}(x, y)
-    opt.zero_grad()
-    loss.backward()
-    opt.step()
-    total += {part}{mark}
-kept = total
-"""
+REPORTED = {"fit_epoch", "forward_from_outside", "compiled", "compiled_method", "module_dict_entry", "dict_entry",
+            "Trainer.train"}
 
 
-def _step_loop(setup: str, call: str, part: str, reported: bool) -> str:
-    loop = "total = 0\nfor x, y in loader:\n" + STEP.format(call=call, part=part, mark="  # TL009" if reported else "")
-    return setup + "opt = torch.optim.SGD(net.parameters(), lr=0.01)\n" + loop
+def _printed_total(source: str, shape: str, monkeypatch: pytest.MonkeyPatch) -> object:
+    """Run ``shape`` of ``source``; what it printed (its total)."""
+    monkeypatch.setattr(torch, "compile", functools.partial(torch.compile, backend="eager"))
+    printed: list[object] = []
+    ns: dict = {"print": lambda *values: printed.extend(values)}
+    exec(compile(source, str(FIXTURE), "exec"), ns)
+    torch.manual_seed(0)
+    loader = [(torch.randn(8, 3), torch.randn(8, 1))] * 3
+    opt = torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=0.01)
+    _runs(ns)[shape](loader, opt)
+    assert len(printed) == 1
+    return printed[0]
 
 
-# name -> (metric accumulated in `fit_epoch`, program after the class, reported)
-PROGRAMS: dict[str, tuple[str, str, bool]] = {
-    "self_forward": (
-        "(out - y).abs().sum()  # TL009", "net = Regressor()\nopt = torch.optim.SGD(net.parameters(), lr=0.01)\n"
-        "net.fit_epoch(loader, opt)\n", True),
-    "self_forward_item": (
-        "(out - y).abs().sum().item()", "net = Regressor()\nopt = torch.optim.SGD(net.parameters(), lr=0.01)\n"
-        "net.fit_epoch(loader, opt)\n", False),
-    "model_forward": (
-        "0", "net = Regressor()\ntotal = 0\nfor x, y in loader:\n    total += net.forward(x).sum()  # TL009\n"
-        "print(total)\nkept = total\n", True),
-    "compiled_call": (
-        "0", "net = torch.compile(Regressor(), backend='eager')\ntotal = 0\nfor x, y in loader:\n"
-        "    total += net(x).sum()  # TL009\nprint(total)\nkept = total\n", True),
-    "compiled_method_part": (
-        "0", _step_loop("net = torch.compile(Regressor(), backend='eager')\n", "net.losses", "abs_err", True), True),
-    "module_dict_entry_part": (
-        "0", _step_loop("nets = nn.ModuleDict()\nnets['reg'] = Regressor()\nnet = nets\n", "nets['reg'].losses",
-                        "abs_err", True), True),
-    "module_dict_entry_part_item": (
-        "0", _step_loop("nets = nn.ModuleDict()\nnets['reg'] = Regressor()\nnet = nets\n", "nets['reg'].losses",
-                        "abs_err.item()", False), False),
-    "dict_entry_call": (
-        "0", "nets = {}\nnets['reg'] = Regressor()\ntotal = 0\nfor x, y in loader:\n"
-        "    total += nets['reg'](x).sum()  # TL009\nprint(total)\nkept = total\n", True),
-}
+def _keeps_graph(value: object) -> bool:
+    return isinstance(value, torch.Tensor) and value.grad_fn is not None
 
 
-@pytest.mark.parametrize("name", sorted(PROGRAMS))
-def test_module_outputs_reached_through_forward_compile_and_entries(name: str) -> None:
-    metric, program, reported = PROGRAMS[name]
-    source = PRELUDE.replace("{metric}", metric) + program
-    assert bool(_marked(source)) == reported
-    assert {f.line for f in _findings(source)} == _marked(source)
-    assert _run(source)[0] == ("leak" if reported else "ok")
-    if reported:
+def test_every_reported_line_of_the_fixture_is_a_run_shape() -> None:
+    source = FIXTURE.read_text(encoding="utf-8")
+    assert len({line for line, _, code in expected_findings(source) if code == "TL009"}) == len(REPORTED)
+
+
+@pytest.mark.parametrize("shape", sorted(_runs({})))
+def test_module_outputs_keep_their_graph_where_reported(shape: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    source = FIXTURE.read_text(encoding="utf-8")
+    total = _printed_total(source, shape, monkeypatch)
+    assert _keeps_graph(total) == (shape in REPORTED)
+    if shape in REPORTED:
         fixed = fix_source(source, [rule_by_code("TL009")], unsafe=True).source
         assert fixed != source
-        assert _run(fixed)[0] == "ok"  # the fixed program runs and keeps no graph
-        assert not _findings(fixed)
+        assert not _keeps_graph(_printed_total(fixed, shape, monkeypatch))
