@@ -1,5 +1,6 @@
 """The fixture ``TL009/module_calls.py`` run with torch 2.13: module outputs reached through
-``self.forward(x)``, ``torch.compile(m)`` and entries assigned into an ``nn.ModuleDict`` or a
+``self.forward(x)``, ``torch.compile(m)``, ``DistributedDataParallel(m)`` (in a one-process gloo
+group) and entries assigned into an ``nn.ModuleDict`` or a
 dict.  Each shape prints its total; a reported shape's total keeps a graph (and after the unsafe
 fix none does), a look-alike's keeps none.  ``torch.compile`` runs with the eager backend (no
 compiler needed): the claim is about the module it returns, which runs the module passed and
@@ -33,6 +34,7 @@ def _runs(ns: dict) -> dict[str, Callable[[list, object], None]]:
         "module_dict_entry": lambda loader, opt: ns["module_dict_entry"](loader, opt),
         "dict_entry": lambda loader, opt: ns["dict_entry"](loader),
         "Trainer.train": lambda loader, opt: ns["Trainer"]().train(loader, opt),
+        "distributed": lambda loader, opt: ns["distributed"](loader, ns["Regressor"]()),
         # look-alikes
         "eval_epoch": lambda loader, opt: ns["Regressor"]().eval_epoch(loader),
         "logged_epoch": lambda loader, opt: ns["Regressor"]().logged_epoch(loader, opt),
@@ -42,7 +44,7 @@ def _runs(ns: dict) -> dict[str, Callable[[list, object], None]]:
 
 
 REPORTED = {"fit_epoch", "forward_from_outside", "compiled", "compiled_method", "module_dict_entry", "dict_entry",
-            "Trainer.train"}
+            "Trainer.train", "distributed"}
 
 
 def _printed_total(source: str, shape: str, monkeypatch: pytest.MonkeyPatch) -> object:
@@ -68,7 +70,20 @@ def test_every_reported_line_of_the_fixture_is_a_run_shape() -> None:
     assert len({line for line, _, code in expected_findings(source) if code == "TL009"}) == len(REPORTED)
 
 
-@pytest.mark.parametrize("shape", sorted(_runs({})))
+@pytest.fixture
+def process_group(tmp_path: Path):
+    """A one-process gloo group (DistributedDataParallel needs one; no GPU, no network)."""
+    dist = torch.distributed
+    dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'rendezvous'}", rank=0, world_size=1)
+    yield
+    dist.destroy_process_group()
+
+
+def test_distributed_data_parallel_output_keeps_its_graph(process_group: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    test_module_outputs_keep_their_graph_where_reported("distributed", monkeypatch)
+
+
+@pytest.mark.parametrize("shape", sorted(set(_runs({})) - {"distributed"}))
 def test_module_outputs_keep_their_graph_where_reported(shape: str, monkeypatch: pytest.MonkeyPatch) -> None:
     source = FIXTURE.read_text(encoding="utf-8")
     total = _printed_total(source, shape, monkeypatch)

@@ -303,10 +303,12 @@ class Evaluation(ValueFacts):
             return Value(Kind.LEAF if flag else Kind.PLAIN, node, tags=frozenset({"factory"}))
         if qualified == api.VARIABLE:
             return self._value_of_variable(node)
-        if qualified in api.MODULE_KEEPING_WRAPPERS:
+        if qualified in api.MODULE_KEEPING_WRAPPERS or qualified in api.PARALLEL_WRAPPERS:
             wrapped = positional_args(node)
             module = self.value_of(wrapped[0]) if wrapped else UNKNOWN
-            return module if module.kind is Kind.MODULE else UNKNOWN
+            if module.kind is Kind.MODULE:
+                return module
+            return Value(Kind.MODULE, node) if qualified in api.PARALLEL_WRAPPERS else UNKNOWN
         if qualified == "torch.autograd.grad":
             return Value(Kind.COLLECTION, node, element=Value(Kind.PLAIN, node, tags=frozenset({"grad"})))
         if qualified == api.PARAMETER:

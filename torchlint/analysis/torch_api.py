@@ -134,6 +134,12 @@ MODULE_SELF_METHODS = frozenset(
 # Calls returning a module that runs the module passed and reads its attributes through to it:
 # ``torch.compile(model)`` is an ``OptimizedModule`` whose call and methods are the model's.
 MODULE_KEEPING_WRAPPERS = frozenset({"torch.compile"})
+# Modules whose call runs the module passed (its ``forward``) on each device: a module whatever
+# they are given, and the module passed's own when it is known.
+PARALLEL_WRAPPERS = frozenset({
+    "torch.nn.DataParallel", "torch.nn.parallel.DataParallel", "torch.nn.parallel.data_parallel.DataParallel",
+    "torch.nn.parallel.DistributedDataParallel", "torch.nn.parallel.distributed.DistributedDataParallel",
+})
 # Methods whose result iterates over parameters (leaves that require grad).
 PARAMETER_ITERATORS = frozenset({"parameters"})
 NAMED_PARAMETER_ITERATORS = frozenset({"named_parameters"})
