@@ -214,6 +214,8 @@ class BindingState:
         key = dotted_name(node.target)
         if key is None:
             return
+        if type(node.operator) is cst.BitOrAssign:
+            self._forget_entries_of(key)  # `d |= other`
         current = self.value_of_key(key)
         operand = self.value_of(node.value)
         if LEAF_ON_CPU in current.tags:

@@ -185,7 +185,7 @@ PARAMETERLESS_MODULES = frozenset(
 # Built-in containers: calling one runs its layers, which save their parameters for backward.
 MODULE_DICT = "torch.nn.ModuleDict"
 # Methods that put entries into a dict (or ``nn.ModuleDict``) other than by ``d[k] = v``.
-DICT_FILLING_METHODS = frozenset({"update", "setdefault", "__setitem__", "__ior__"})
+DICT_FILLING_METHODS = frozenset({"update", "setdefault", "__setitem__"})
 CONTAINER_MODULES = frozenset({"torch.nn.Sequential", "torch.nn.ModuleList", MODULE_DICT})
 # torch.nn attributes that are not module classes.
 NN_NON_MODULES = frozenset(
