@@ -6,6 +6,7 @@ Bindings are applied when a statement is left, after the rules' hooks for it hav
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 import libcst as cst
@@ -92,12 +93,38 @@ class BindingState:
 
     # ------------------------------------------------------------ bindings
     def _bind_entry(self, target: cst.Subscript, value: Value) -> None:
-        """``losses["val"] = x`` on a dict literal bound in this scope: indexing it may give
-        ``x`` from now on (a dict bound elsewhere, or changed by other code, is not followed)."""
+        """``losses["val"] = x`` on a dict literal (or ``nn.ModuleDict``) bound in this scope:
+        indexing it may give ``x`` from now on (a dict bound elsewhere, or changed by other code,
+        is not followed); the first entry of an empty one is all it holds."""
         key = dotted_name(target.value)
         held = self.scope.values.get(key) if key is not None else None
+        if held is None or held.entries is None:
+            return
+        if "empty" in held.tags:
+            held = replace(held, tags=held.tags - {"empty"}).with_entries(value)
+        else:
+            held = held.with_entries(join(held.entries, value))
+        self._rebind_dict(key, held)
+
+    def _rebind_dict(self, key: str, held: Value) -> None:
+        self.scope.values[key] = held
+        function = self.scope.function
+        if self._summarising is None and function is not None and function.cls is not None and _is_self_attribute(key):
+            function.cls.record_attr(function.name, key[5:], held)  # `self.nets["g"] = G()`
+
+    def _forget_entries(self, node: cst.Call, func: cst.BaseExpression) -> None:
+        """A dict whose entries are known, changed by other means than ``d[k] = v`` (``d.update(o)``,
+        ``fill(d)``): indexing it may give anything from now on."""
+        if type(func) is cst.Attribute and func.attr.value in api.DICT_FILLING_METHODS:  # type: ignore[attr-defined]
+            self._forget_entries_of(dotted_name(func.value))  # type: ignore[attr-defined]
+        for arg in node.args:
+            if type(arg.value) is cst.Name:
+                self._forget_entries_of(arg.value.value)  # type: ignore[attr-defined]
+
+    def _forget_entries_of(self, key: str | None) -> None:
+        held = self.scope.values.get(key) if key is not None else None
         if held is not None and held.entries is not None:
-            self.scope.values[key] = held.with_entries(join(held.entries, value))
+            self._rebind_dict(key, replace(held, tags=held.tags - {"empty"}))  # type: ignore[arg-type]
 
     def _bind_target(self, target: cst.BaseExpression, value: Value, value_node: cst.BaseExpression | None) -> None:
         if isinstance(target, (cst.Tuple, cst.List)):
@@ -133,7 +160,7 @@ class BindingState:
         function = self.scope.function
         if self._summarising is not None:
             return  # a look into a helper changes no class facts
-        if function is not None and function.cls is not None and key.startswith("self.") and key.count(".") == 1:
+        if function is not None and function.cls is not None and _is_self_attribute(key):
             function.cls.record_attr(function.name, key[5:], value)
 
     def _leave_Assign(self, node: cst.Assign) -> None:
@@ -191,6 +218,8 @@ class BindingState:
         key = dotted_name(node.target)
         if key is None:
             return
+        if type(node.operator) is cst.BitOrAssign:
+            self._forget_entries_of(key)  # `d |= other`
         current = self.value_of_key(key)
         operand = self.value_of(node.value)
         if LEAF_ON_CPU in current.tags:
@@ -224,6 +253,8 @@ class BindingState:
         graph = self.module_graph
         if graph is not None:
             graph.note_call(node)
+        if node.args or type(func) is cst.Attribute:
+            self._forget_entries(node, func)
         if not isinstance(func, cst.Attribute):
             return
         method = func.attr.value
@@ -353,6 +384,10 @@ class BindingState:
 
     _enter_ListComp = _enter_SetComp = _enter_DictComp = _enter_GeneratorExp = _enter_comprehension
     _leave_ListComp = _leave_SetComp = _leave_DictComp = _leave_GeneratorExp = _leave_comprehension
+
+
+def _is_self_attribute(key: str) -> bool:
+    return key.startswith("self.") and key.count(".") == 1
 
 
 def _pair(first: Value, second: Value) -> Value:

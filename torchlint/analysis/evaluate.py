@@ -175,7 +175,8 @@ class Evaluation(ValueFacts):
             position = literal_index(node)  # (an element of a returned tuple, counted from the front)
             return result if position is None or position < 0 else self._output_element(base, position, result)
         if base.kind is Kind.MODULE:
-            return Value(Kind.MODULE, node)
+            entry = base.entries
+            return entry if entry is not None and entry.kind is Kind.MODULE else Value(Kind.MODULE, node)
         return UNKNOWN
 
     def _is_values_and_indices(self, node: cst.BaseExpression) -> bool:
@@ -239,7 +240,9 @@ class Evaluation(ValueFacts):
         for item in node.elements:
             value = self.value_of(item.value) if type(item) is cst.DictElement else UNKNOWN
             entries = value if entries is None else join(entries, value)
-        return Value(Kind.COLLECTION, node, element=UNKNOWN).with_entries(entries or UNKNOWN)
+        if entries is None:  # `{}`: its first entry (`_bind_entry`) is all it holds
+            return Value(Kind.COLLECTION, node, element=UNKNOWN, tags=_EMPTY).with_entries(UNKNOWN)
+        return Value(Kind.COLLECTION, node, element=UNKNOWN).with_entries(entries)
 
     def _value_ListComp(self, node: cst.ListComp | cst.SetComp | cst.GeneratorExp) -> Value:
         """``[f(x) for x in xs]``: a collection of what the element gives with the loop targets
@@ -301,6 +304,12 @@ class Evaluation(ValueFacts):
             return Value(Kind.LEAF if flag else Kind.PLAIN, node, tags=frozenset({"factory"}))
         if qualified == api.VARIABLE:
             return self._value_of_variable(node)
+        if qualified in api.MODULE_KEEPING_WRAPPERS or qualified in api.PARALLEL_WRAPPERS:
+            wrapped = positional_args(node)
+            module = self.value_of(wrapped[0]) if wrapped else UNKNOWN
+            if module.kind is Kind.MODULE:
+                return module
+            return Value(Kind.MODULE, node) if qualified in api.PARALLEL_WRAPPERS else UNKNOWN
         if qualified == "torch.autograd.grad":
             return Value(Kind.COLLECTION, node, element=_gradients(node))
         if qualified == api.PARAMETER:
@@ -322,7 +331,8 @@ class Evaluation(ValueFacts):
             and qualified not in api.NN_NON_MODULES
         ):
             parameterless = qualified in api.PARAMETERLESS_MODULES or last.endswith(api.PARAMETERLESS_MODULE_SUFFIXES)
-            return Value(Kind.MODULE, node, tags=frozenset({"parameterless"} if parameterless else ()))
+            module = Value(Kind.MODULE, node, tags=frozenset({"parameterless"} if parameterless else ()))
+            return self._module_dict(node, module) if qualified == api.MODULE_DICT else module
         if qualified.startswith("torch.") and last in api.NON_DIFFERENTIABLE:
             return Value(Kind.PLAIN, node)
         if qualified.startswith("torch.") and last[:1].islower() and not qualified.startswith(("torch.optim", "torch.utils")):
@@ -338,6 +348,17 @@ class Evaluation(ValueFacts):
         if copied.kind in (Kind.MODULE, Kind.LEAF, Kind.PLAIN):
             return replace(copied, origin=node)
         return UNKNOWN
+
+    def _module_dict(self, node: cst.Call, module: Value) -> Value:
+        """``nn.ModuleDict()`` / ``nn.ModuleDict({"g": G()})``: indexing it gives its entries (a
+        literal's, then those assigned, ``_bind_entry``); built from anything else, a module."""
+        args = node.args
+        if not args:
+            return module.tagged("empty").with_entries(UNKNOWN)
+        if len(args) == 1 and args[0].keyword is None and type(args[0].value) is cst.Dict:
+            entries = self.value_of(args[0].value).entries
+            return module.with_entries(entries) if entries is not None else module
+        return module
 
     def _value_of_variable(self, node: cst.Call) -> Value:
         """Legacy ``Variable(t, requires_grad=True)`` is a new leaf; ``Variable(t)`` a plain
@@ -378,6 +399,10 @@ class Evaluation(ValueFacts):
             return Value(Kind.COLLECTION, node, element=Value(Kind.LEAF, node, tags=frozenset({"parameter"})))
         if method in api.NAMED_PARAMETER_ITERATORS:
             return Value(Kind.COLLECTION, node, element=UNKNOWN, tags=frozenset({"named-parameters"}))
+        if receiver.kind is Kind.MODULE and method == "forward":
+            # `self.forward(x)` / `model.forward(x)` runs what calling the module runs (its
+            # hooks aside): the same output, asked the same way (not a helper summary).
+            return self._value_of_module_call(node, receiver)
         if receiver.kind in (Kind.MODULE, Kind.OBJECT):
             submodule = self._value_Attribute(func)
             if submodule.kind is Kind.MODULE:  # `self.lin(x)`: calling a submodule, not a method
@@ -388,8 +413,6 @@ class Evaluation(ValueFacts):
         if receiver.kind is Kind.MODULE:
             if method in api.MODULE_SELF_METHODS:
                 return receiver
-            if method == "forward":
-                return self._value_of_module_call(node, receiver)
             return UNKNOWN
         known = self._method_call_fact(node, method, receiver)
         if known is not None:

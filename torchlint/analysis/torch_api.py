@@ -134,6 +134,15 @@ SCALAR_METHODS = frozenset({"item", "tolist", "numpy", "__float__", "__int__"})
 MODULE_SELF_METHODS = frozenset(
     {"to", "cuda", "cpu", "float", "double", "half", "bfloat16", "train", "eval", "requires_grad_", "apply", "type"}
 )
+# Calls returning a module that runs the module passed and reads its attributes through to it:
+# ``torch.compile(model)`` is an ``OptimizedModule`` whose call and methods are the model's.
+MODULE_KEEPING_WRAPPERS = frozenset({"torch.compile"})
+# Modules whose call runs the module passed (its ``forward``) on each device: a module whatever
+# they are given, and the module passed's own when it is known.
+PARALLEL_WRAPPERS = frozenset({
+    "torch.nn.DataParallel", "torch.nn.parallel.DataParallel", "torch.nn.parallel.data_parallel.DataParallel",
+    "torch.nn.parallel.DistributedDataParallel", "torch.nn.parallel.distributed.DistributedDataParallel",
+})
 # Methods whose result iterates over parameters (leaves that require grad).
 PARAMETER_ITERATORS = frozenset({"parameters"})
 NAMED_PARAMETER_ITERATORS = frozenset({"named_parameters"})
@@ -177,7 +186,10 @@ PARAMETERLESS_MODULES = frozenset(
     ).split()
 )
 # Built-in containers: calling one runs its layers, which save their parameters for backward.
-CONTAINER_MODULES = frozenset({"torch.nn.Sequential", "torch.nn.ModuleList", "torch.nn.ModuleDict"})
+MODULE_DICT = "torch.nn.ModuleDict"
+# Methods that put entries into a dict (or ``nn.ModuleDict``) other than by ``d[k] = v``.
+DICT_FILLING_METHODS = frozenset({"update", "setdefault", "__setitem__"})
+CONTAINER_MODULES = frozenset({"torch.nn.Sequential", "torch.nn.ModuleList", MODULE_DICT})
 # torch.nn attributes that are not module classes.
 NN_NON_MODULES = frozenset(
     {"torch.nn.Parameter", "torch.nn.functional", "torch.nn.init", "torch.nn.utils", "torch.nn.Module",
