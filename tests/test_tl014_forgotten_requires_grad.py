@@ -40,4 +40,8 @@ def test_reported_functions_raise_m3_and_the_look_alikes_train() -> None:
     namespace["train_maybe"](3, True)
     namespace["train_maybe"](3, False)
     assert float(namespace["second_derivative"]()) == 18.0  # d2(x**3)/dx2 at 3
+    strategy, w = namespace["Strategy"](), torch.tensor(1.0, requires_grad=True)
+    strategy.criterion(w)
+    strategy.backward()  # (the loss added in another method carries the graph)
+    assert w.grad is not None
     assert float(namespace["gradient_penalty"]()) == 288.0  # d/dw (3w²)² = 36w³ at 2

@@ -30,7 +30,9 @@ class BackwardWithoutGraph(Rule):
         if event is None or event.kind not in _BACKPROPAGATING or event.subject is None:
             return
         value = self.ctx.value_of(event.subject)
-        if not (value.has_no_graph or _made_without_grad(value)):
+        if not (value.has_no_graph or (_made_without_grad(value) and type(event.subject) is not cst.Attribute)):
+            # (An attribute, ``self.loss``: what its ``__init__`` bound, while other methods,
+            # subclasses or plugins may add a graph-carrying loss to it before this runs.)
             return
         subject = fixes.source_of(event.subject)
         call = "`torch.autograd.grad`" if event.kind is EventKind.GRAD else "`backward()`"
