@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import ast
 import re
 from pathlib import Path
 
@@ -33,6 +34,14 @@ def fixture_sections(code: str, filename: str) -> dict[str, str]:
 def marked_lines(source: str, code: str) -> set[int]:
     """The lines of ``source`` with a ``# expect: <code>:`` annotation."""
     return {number for number, line in enumerate(source.splitlines(), 1) if f"# expect: {code}:" in line}
+
+
+def top_level_functions(source: str) -> dict[str, range]:
+    """The lines of each top-level function of ``source``, by name (to tell which functions of a
+    fixture a rule reported)."""
+    tree = ast.parse(source)
+    return {node.name: range(node.lineno, node.end_lineno + 1)  # type: ignore[operator]
+            for node in tree.body if isinstance(node, ast.FunctionDef)}
 
 
 @pytest.fixture

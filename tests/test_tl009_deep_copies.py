@@ -8,6 +8,7 @@ import ast
 from pathlib import Path
 
 import pytest
+from conftest import top_level_functions
 
 from torchlint.engine import lint_source
 from torchlint.rules import rule_by_code
@@ -19,12 +20,6 @@ FIXTURE = Path(__file__).parent / "fixtures" / "TL009" / "deep_copies.py"
 TOTALS = {"validate": "val_loss", "validate_copy": "total", "validate_no_grad": "val_loss", "validate_items": "total"}
 
 
-def _functions(source: str) -> dict[str, range]:
-    tree = ast.parse(source)
-    return {node.name: range(node.lineno, node.end_lineno + 1)  # type: ignore[operator]
-            for node in tree.body if isinstance(node, ast.FunctionDef)}
-
-
 def _tasks() -> list:
     torch.manual_seed(0)
     return [(torch.randn(4, 3), torch.randn(4, 1)) for _ in range(3)]
@@ -33,7 +28,7 @@ def _tasks() -> list:
 def test_reported_totals_keep_their_graphs_and_the_others_do_not() -> None:
     source = FIXTURE.read_text()
     lines = {f.line for f in lint_source(source, [rule_by_code("TL009")]).findings}
-    flagged = {name for name, span in _functions(source).items() if lines & set(span)}
+    flagged = {name for name, span in top_level_functions(source).items() if lines & set(span)}
     assert flagged == {"validate", "validate_copy"}
     # Return the total itself rather than its number, to look at its graph.
     for name, total in TOTALS.items():

@@ -3,10 +3,10 @@ the reported functions raise M3 at backward(), the look-alikes train (the weight
 
 from __future__ import annotations
 
-import ast
 from pathlib import Path
 
 import pytest
+from conftest import top_level_functions
 
 from torchlint.engine import lint_source
 from torchlint.rules import rule_by_code
@@ -18,17 +18,11 @@ FIXTURE = Path(__file__).parent / "fixtures" / "TL014" / "forgotten_requires_gra
 M3 = "element 0 of tensors does not require grad and does not have a grad_fn"
 
 
-def _functions(source: str) -> dict[str, range]:
-    tree = ast.parse(source)
-    return {node.name: range(node.lineno, node.end_lineno + 1)  # type: ignore[operator]
-            for node in tree.body if isinstance(node, ast.FunctionDef)}
-
-
 @pytest.mark.filterwarnings("ignore:Using backward\\(\\) with create_graph=True")  # (the penalty look-alike)
 def test_reported_functions_raise_m3_and_the_look_alikes_train() -> None:
     source = FIXTURE.read_text()
     lines = {f.line for f in lint_source(source, [rule_by_code("TL014")]).findings}
-    flagged = {name for name, span in _functions(source).items() if lines & set(span)}
+    flagged = {name for name, span in top_level_functions(source).items() if lines & set(span)}
     assert flagged == {"train_inline", "train_with_helpers"}
     namespace: dict = {}
     exec(compile(source, str(FIXTURE), "exec"), namespace)

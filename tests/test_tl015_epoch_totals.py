@@ -4,11 +4,11 @@ grad), the others run; the appended totals TL009 reports still hold their graphs
 
 from __future__ import annotations
 
-import ast
 import re
 from pathlib import Path
 
 import pytest
+from conftest import top_level_functions
 
 from tests.test_tl009_escapes import M6
 from torchlint.engine import lint_source
@@ -21,15 +21,9 @@ FIXTURE = Path(__file__).parent / "fixtures" / "TL015" / "epoch_totals.py"
 FLAGGED = {"train", "train_averaged"}
 
 
-def _functions(source: str) -> dict[str, range]:
-    tree = ast.parse(source)
-    return {node.name: range(node.lineno, node.end_lineno + 1)  # type: ignore[operator]
-            for node in tree.body if isinstance(node, ast.FunctionDef)}
-
-
 def _flagged(source: str, code: str) -> set[str]:
     lines = {f.line for f in lint_source(source, [rule_by_code(code)]).findings}
-    return {name for name, span in _functions(source).items() if lines & set(span)}
+    return {name for name, span in top_level_functions(source).items() if lines & set(span)}
 
 
 def _batches() -> list:
@@ -42,7 +36,7 @@ def test_flagged_functions_raise_m6_and_the_others_run() -> None:
     assert _flagged(source, "TL015") == FLAGGED
     namespace: dict = {}
     exec(compile(source, str(FIXTURE), "exec"), namespace)
-    for name in _functions(source):
+    for name in top_level_functions(source):
         if name in FLAGGED:
             with pytest.raises(RuntimeError, match=re.escape(M6)):
                 namespace[name](2, _batches())

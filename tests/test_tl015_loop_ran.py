@@ -3,11 +3,11 @@ of the fixture runs under torch 2.13; those with a finding raise M6, the others 
 
 from __future__ import annotations
 
-import ast
 import re
 from pathlib import Path
 
 import pytest
+from conftest import top_level_functions
 
 from tests.test_tl009_escapes import M6
 from torchlint.engine import lint_source
@@ -17,12 +17,6 @@ torch = pytest.importorskip("torch")
 pytestmark = pytest.mark.torch
 
 FIXTURE = Path(__file__).parent / "fixtures" / "TL015" / "loop_ran.py"
-
-
-def _functions(source: str) -> dict[str, range]:
-    tree = ast.parse(source)
-    return {node.name: range(node.lineno, node.end_lineno + 1)  # type: ignore[operator]
-            for node in tree.body if isinstance(node, ast.FunctionDef)}
 
 
 # The functions handed a list of clients (each a list of batches); the others get one client's batches.
@@ -38,7 +32,7 @@ def _arguments(name: str) -> tuple:
 def test_flagged_functions_raise_m6_and_the_others_run() -> None:
     source = FIXTURE.read_text()
     flagged_lines = {f.line for f in lint_source(source, [rule_by_code("TL015")]).findings}
-    functions = _functions(source)
+    functions = top_level_functions(source)
     flagged = {name for name, lines in functions.items() if flagged_lines & set(lines)}
     assert flagged == {"report", "weighted_loss", "last_batch_loss"}
     namespace: dict = {}
