@@ -459,11 +459,8 @@ class Evaluation(ValueFacts):
         arity = method_candidates.unpacking_arity(self.statement, node)
         if arity is None:
             return None
-        module_scope = self.scope
-        while module_scope.parent is not None:
-            module_scope = module_scope.parent
         method = func.attr.value
-        cls = method_candidates.unique_fit(module_scope.classes.values(), method, arity)
+        cls = method_candidates.unique_fit(self.scope.module.classes.values(), method, arity)
         if cls is None:
             return None
         if self.project is not None and (self.project.stars or not method_candidates.fits_nowhere_else(
@@ -563,6 +560,7 @@ def _as_view(base: Value, result: Value) -> Value:
 
 # What an op on a value that a backward() went through gives (see ``Bindings._note_backpropagated``).
 _FROM_BACKPROPAGATED = UNKNOWN.tagged(BACKPROPAGATED)
+
 
 def _gradients(node: cst.Call) -> Value:
     """What ``torch.autograd.grad(...)`` returns: gradients without a graph, unless

@@ -436,9 +436,7 @@ class Functions:
         otherwise (imported, assigned, defined twice)."""
         if self.function is None:
             return None
-        module_scope = self.scope
-        while module_scope.parent is not None:
-            module_scope = module_scope.parent
+        module_scope = self.scope.module
         if name in module_scope.values or name in self.imports.aliases:
             return None
         info = module_scope.later_functions.get(id(node))

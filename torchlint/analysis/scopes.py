@@ -235,6 +235,14 @@ class Scope:
     # their ``def`` (``__init__``, at its class's end) calls, by id of the ``def`` node.
     later_functions: dict[int, FunctionInfo] = field(default_factory=dict)
 
+    @property
+    def module(self) -> Scope:
+        """The module scope this one is (nested) in."""
+        scope = self
+        while scope.parent is not None:
+            scope = scope.parent
+        return scope
+
     def bind(self, key: str, value: Value) -> None:
         prefix = key + "."
         for stale in [k for k in self.values if k.startswith(prefix)]:
