@@ -73,6 +73,31 @@ def cache_path(cache: Path, repo: str, commit: str | None, path: str) -> Path:
     return cache / repo / commit / path
 
 
+@dataclass
+class Sibling:
+    """A file that is no case but that torchlint's project lookups read when it lints a case's file
+    (a model class it imports, the script calling its function): cached beside that file, in the
+    directory of the cases' ``commit``, read from ``stored_commit`` where the index holds it only there."""
+
+    repo: str
+    path: str
+    commit: str
+    stored_commit: str
+    chars: int
+    cases: list[str]
+
+
+def load_siblings(paths: list[Path]) -> list[Sibling]:
+    siblings: list[Sibling] = []
+    for toml_path in paths:
+        with toml_path.open("rb") as handle:
+            for raw in tomllib.load(handle).get("sibling", []):
+                siblings.append(Sibling(repo=raw["repo"], path=raw["path"], commit=raw["commit"],
+                                        stored_commit=raw.get("stored_commit", raw["commit"]),
+                                        chars=int(raw["chars"]), cases=list(raw.get("cases", []))))
+    return siblings
+
+
 def load_cases(paths: list[Path]) -> list[Case]:
     cases: list[Case] = []
     seen: set[str] = set()
@@ -252,13 +277,18 @@ def print_table(table: dict[str, dict]) -> None:
               f"{precision:>9} {recall:>7}")
 
 
-def print_fetch_list(cases: list[Case], cache: Path) -> None:
-    """How to re-fill the cache: one read_file call per GitHub file, one pip download per sdist."""
+def print_fetch_list(cases: list[Case], siblings: list[Sibling], cache: Path) -> None:
+    """How to re-fill the cache: one read_file call per GitHub file (cases' files, then their
+    siblings), one pip download per sdist."""
     github = sorted({(c.repo, c.commit, c.path) for c in cases if not c.repo.startswith("pypi:")})
     pypi = sorted({c.repo[len("pypi:"):] for c in cases if c.repo.startswith("pypi:")})
     for repo, commit, path in github:
         target = cache_path(cache, repo, commit, path)
         print(f'read_file(repo="{repo}", path="{path}", commit="{commit}")  -> {target}')
+    for sibling in siblings:
+        target = cache_path(cache, sibling.repo, sibling.commit, sibling.path)
+        print(f'read_file(repo="{sibling.repo}", path="{sibling.path}", commit="{sibling.stored_commit}")  '
+              f'-> {target}  # sibling of {", ".join(sibling.cases)}, {sibling.chars} characters')
     for requirement in pypi:
         name, _, version = requirement.partition("==")
         target = cache / "pypi" / name / version
@@ -305,9 +335,14 @@ def main(argv: list[str] | None = None) -> int:
     toml_files = sorted(p for s in sources for p in ([s] if s.is_file() else s.glob("*.toml")))
     cases = load_cases(toml_files)
     rules = set(args.rules.split(",")) if args.rules else None
+    siblings = load_siblings(toml_files)
     if args.fetch_list:
-        print_fetch_list(cases, args.cache)
+        print_fetch_list(cases, siblings, args.cache)
         return 0
+    absent = [s for s in siblings if not cache_path(args.cache, s.repo, s.commit, s.path).exists()]
+    if absent:  # their cases are scored, but findings that need the sibling's facts will be missed
+        print(f"{len(absent)} sibling files not cached (--fetch-list): "
+              + ", ".join(f"{s.repo}:{s.path} ({', '.join(s.cases)})" for s in absent))
 
     files: dict[Path, CachedFile] = {}
     missing: list[Case] = []

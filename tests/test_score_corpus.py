@@ -98,3 +98,31 @@ def test_every_committed_case_is_well_formed() -> None:
         assert case.rule.startswith("TL0") and case.label in ("bug", "ok")
         assert case.repo.startswith("pypi:") or (case.commit and len(case.commit) == 40), case.id
         assert len(case.line_sha) == 12 and case.check.startswith("torch 2.13"), case.id
+
+
+def test_fetch_list_names_siblings_and_scoring_warns_when_one_is_missing(
+        corpus: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    cache, cases = corpus
+    stored = "b" * 40
+    cases.write_text(cases.read_text() + (
+        f'\n[[sibling]]\nrepo = "someone/demo"\npath = "model.py"\ncommit = "{"a" * 40}"\n'
+        f'stored_commit = "{stored}"\nchars = 12\ncases = ["c1"]\n'))
+    assert score_corpus.main(["--cases", str(cases), "--cache", str(cache), "--fetch-list"]) == 0
+    listed = capsys.readouterr().out.splitlines()
+    target = cache / "someone" / "demo" / ("a" * 40) / "model.py"
+    assert f'read_file(repo="someone/demo", path="model.py", commit="{stored}")  -> {target}  # sibling of c1, 12 characters' in listed
+    assert score_corpus.main(["--cases", str(cases), "--cache", str(cache)]) == 0
+    assert "1 sibling files not cached (--fetch-list): someone/demo:model.py (c1)" in capsys.readouterr().out
+    target.write_text("import torch")
+    assert score_corpus.main(["--cases", str(cases), "--cache", str(cache)]) == 0
+    assert "sibling" not in capsys.readouterr().out
+
+
+def test_every_committed_sibling_names_its_cases() -> None:
+    tomls = sorted(ROOT.glob("corpus/**/*.toml"))
+    siblings = score_corpus.load_siblings(tomls)
+    ids = {case.id for path in tomls for case in score_corpus.load_cases([path])}
+    assert siblings, "the corpora record their sibling files"
+    for sibling in siblings:
+        assert len(sibling.commit) == len(sibling.stored_commit) == 40 and sibling.chars > 0, sibling
+        assert sibling.cases and set(sibling.cases) <= ids, sibling
