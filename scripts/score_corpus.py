@@ -27,6 +27,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 import tokenize
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -183,7 +184,10 @@ def run_torchlint(files: list[Path], select: str | None) -> tuple[list[dict], st
     if select:
         command += ["--select", select]
     command += [str(path) for path in files]
-    result = subprocess.run(command, capture_output=True, text=True, check=False)
+    # `python -m` puts the working directory first on sys.path: run in an empty one, so that the
+    # torchlint imported is PYTHONPATH's (or the installed one), not a checkout the caller stands in.
+    with tempfile.TemporaryDirectory() as neutral:
+        result = subprocess.run(command, capture_output=True, text=True, check=False, cwd=neutral)
     stdout = result.stdout
     end = stdout.rfind("]")  # a summary line may follow the JSON array
     if end < 0:
