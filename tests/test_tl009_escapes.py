@@ -93,6 +93,26 @@ PROGRAMS: dict[str, tuple[str, str]] = {
         "def epoch(net, batches):\n    fits = []\n    for xb, yb in batches:\n"
         "        loss, fit, size = parts(net, xb, yb)\n        opt.zero_grad()\n        loss.backward()\n"
         "        opt.step()\n        fits.append(fit)  # TL009\n    return fits\nkept = epoch(model, loader)\n", "leak"),
+    # A mean or sum keeps the terms it reduces; the parts come from methods of an object.
+    "parts_returned_reduced_with_their_mean": (
+        "class Scorer:\n    def __init__(self, net):\n        self.net = net\n"
+        "    def per_sample_loss(self, xb, yb):\n        return (self.net(xb) - yb).pow(2)\n"
+        "    def penalty(self, xb):\n        return self.net(xb).pow(2)\n"
+        "def parts(scorer, xb, yb):\n    fit = scorer.per_sample_loss(xb, yb)\n    size = scorer.penalty(xb)\n"
+        "    return torch.mean(fit + 0.01 * size), fit.mean(), size.sum(dim=1)\n"
+        "def epoch(scorer, batches):\n    fits = []\n    for xb, yb in batches:\n"
+        "        loss, fit, size = parts(scorer, xb, yb)\n        opt.zero_grad()\n        loss.backward()\n"
+        "        opt.step()\n        fits.append(fit)  # TL009\n    return fits\n"
+        "kept = epoch(Scorer(model), loader)\n", "leak"),
+    "term_of_a_backpropagated_mean": (
+        "def epoch(scorer, batches):\n    fit_total = 0\n    for xb, yb in batches:\n"
+        "        fit = scorer.per_sample_loss(xb, yb)\n        loss = (fit + 0.01 * scorer.penalty(xb)).mean()\n"
+        "        opt.zero_grad()\n        loss.backward()\n        opt.step()\n        fit_total += fit  # TL009\n"
+        "    return fit_total\n"
+        "class Scorer:\n    def __init__(self, net):\n        self.net = net\n"
+        "    def per_sample_loss(self, xb, yb):\n        return (self.net(xb) - yb).pow(2)\n"
+        "    def penalty(self, xb):\n        return self.net(xb).pow(2)\n"
+        "kept = epoch(Scorer(model), loader)\n", "leak"),
     "history_of_a_training_step_method": (
         "class Agent:\n    def __init__(self, net):\n        self.net = net\n"
         "        self.optimizer = torch.optim.SGD(net.parameters(), lr=0.05)\n        self.cost_his = []\n"
@@ -128,6 +148,11 @@ FINE: dict[str, str] = {
         "        loss = ((net(xb) - yb) ** 2 * weights).sum() / weight_sum\n        opt.zero_grad()\n"
         "        loss.backward()\n        opt.step()\n        weight_total += weight_sum\n    return weight_total\n"
         "kept = epoch(model, loader)\n"),
+    "weights_inside_a_backpropagated_mean": (
+        "def episode(net, batches):\n    totals = []\n    for xb, yb in batches:\n"
+        "        log_probs = torch.log_softmax(net(xb).squeeze(1), 0)\n        weights = yb.squeeze(1) - yb.mean()\n"
+        "        loss = -(log_probs * weights).mean()\n        opt.zero_grad()\n        loss.backward()\n"
+        "        opt.step()\n        totals.append(weights.sum())\n    return totals\nkept = episode(model, loader)\n"),
     "reward_scaling_a_log_probability": (
         "def episode(net, batches):\n    rewards = []\n    for xb, yb in batches:\n"
         "        log_prob = torch.log_softmax(net(xb).squeeze(1), 0)[0]\n        reward = yb.mean()\n"

@@ -488,6 +488,10 @@ DTYPE_FROM_ELEMENTS = frozenset({"torch.tensor", "torch.as_tensor"})
 FULL_REDUCTION_METHODS = frozenset({"mean", "sum", "norm", "std", "var", "prod", "amax", "amin", "logsumexp"})
 # ... as ``torch.NAME(x)`` functions (one positional argument).
 FULL_REDUCTION_FUNCTIONS = frozenset({"torch.mean", "torch.sum", "torch.norm"})
+# A mean or sum of a loss keeps its terms (it is linear): a backward through `(rec + kl).mean()`
+# proves `rec` and `kl` were computed with grad, as through `rec + kl` (``uses.ValueFlow.terms``).
+TERM_KEEPING_REDUCTION_METHODS = frozenset({"mean", "sum"})
+TERM_KEEPING_REDUCTION_FUNCTIONS = frozenset({"torch.mean", "torch.sum"})
 # ``torch.nn.functional`` losses (a scalar unless ``reduction="none"``).
 FUNCTIONAL_LOSSES = frozenset(
     "cross_entropy binary_cross_entropy binary_cross_entropy_with_logits nll_loss kl_div mse_loss l1_loss "

@@ -30,7 +30,7 @@ import libcst as cst
 from torchlint.analysis import torch_api as api
 from torchlint.analysis.displayed_arguments import constructor_displays_argument
 from torchlint.analysis.events import EventKind
-from torchlint.analysis.names import dotted_name
+from torchlint.analysis.names import dotted_name, positional_args
 from torchlint.analysis.plots import plots_on_axes
 from torchlint.analysis.sibling_functions import sibling_function_flow
 from torchlint.analysis.values import Kind
@@ -303,7 +303,7 @@ class ValueFlow:
         position = names.index(key)
         found: list[str] = []
         for returned in _returned_tuples(definition, len(names)):
-            mine = returned[position]
+            mine = flow.reduced_operand(returned[position]) or returned[position]  # `return loss, kl.mean()`
             if not isinstance(mine, cst.Name):
                 continue
             for index, item in enumerate(returned):
@@ -338,6 +338,9 @@ class ValueFlow:
             return {expr.value} | self._terms_bound(expr.value, self._binding_before(expr.value, expr), depth + 1)
         if isinstance(expr, cst.UnaryOperation) and type(expr.operator) is cst.Minus:
             return self.terms(expr.expression, depth)
+        if isinstance(expr, cst.Call):
+            operand = self.reduced_operand(expr)  # `(rec + kl).mean()`, `torch.sum(rec * w, dim=1)`
+            return self.terms(operand, depth) if operand is not None else set()
         if isinstance(expr, cst.BinaryOperation):
             operator = type(expr.operator)
             if operator in (cst.Add, cst.Subtract):
@@ -352,6 +355,18 @@ class ValueFlow:
                     found |= self.terms(expr.left, depth)
                 return found
         return set()
+
+    def reduced_operand(self, expr: cst.BaseExpression) -> cst.BaseExpression | None:
+        """``x`` for a mean or sum of it that keeps its terms: ``x.mean(...)``, ``torch.sum(x, ...)``."""
+        if not isinstance(expr, cst.Call):
+            return None
+        func = expr.func
+        qualified = self.ctx.qualify(func)
+        if qualified is None:
+            methods = api.TERM_KEEPING_REDUCTION_METHODS
+            return func.value if isinstance(func, cst.Attribute) and func.attr.value in methods else None
+        args = positional_args(expr) if qualified in api.TERM_KEEPING_REDUCTION_FUNCTIONS else ()
+        return args[0] if args else None
 
     def parent(self, node: cst.CSTNode) -> cst.CSTNode | None:
         """The node ``node`` (in the region) sits in."""
@@ -408,11 +423,15 @@ class ValueFlow:
         if kind is cst.Attribute and parent.value is child:
             call = self._parents.get(id(parent))
             backward = isinstance(call, cst.Call) and call.func is parent and parent.attr.value == "backward"
-            return None if backward else _Step(Sink.DROPPED)
+            if backward or (isinstance(call, cst.Call) and self.reduced_operand(call) is child):
+                return None  # `loss.backward()`; `(rec + kl).mean()` keeps the terms
+            return _Step(Sink.DROPPED)
         if kind is cst.Arg:
             call = self._parents.get(id(parent))
             event = self.ctx.autograd_event(call) if isinstance(call, cst.Call) else None
             backward = event is not None and event.kind is EventKind.BACKWARD and event.subject is child
+            if not backward and isinstance(call, cst.Call) and self.reduced_operand(call) is child:
+                return None  # `torch.mean(rec + kl)`
             return _Step(Sink.BACKWARD) if backward else _Step(Sink.DROPPED)
         return _Step(Sink.DROPPED)
 
