@@ -23,7 +23,8 @@ from torchlint.analysis.names import (
 )
 from torchlint.analysis.values import (
     ASSUMED_TAGS, BACKPROPAGATED, COPIED_TO_GPU, LEAF_ON_A_PATH, LEAF_ON_CPU, MOVED_LEAF_ON_A_PATH, NUMBER,
-    REQUIRES_GRAD_ON_EVERY_PATH, SUBMODULE_ELEMENT, UNKNOWN, VIEW_OF_LEAF, ZERO, Kind, Value, join,
+    REQUIRES_GRAD_ON_EVERY_PATH, SUBMODULE_ELEMENT, UNKNOWN, VIEW_OF_LEAF, ZERO, INTEGER, INTEGRAL, ZERO_INTEGER, Kind,
+    Value, join,
 )
 
 # Tags of a gradient (``p.grad``) and of a value computed from one (``lr * p.grad``).
@@ -100,11 +101,13 @@ class Evaluation(ValueFacts):
             return UNKNOWN
         return self.value_of_key(node.value)
 
-    def _value_Integer(self, node: cst.Integer | cst.Float) -> Value:
-        return ZERO if not node.value.strip("0._") else NUMBER  # (``0``, ``0.0``, ``0.``)
+    def _value_Integer(self, node: cst.Integer) -> Value:
+        return ZERO_INTEGER if not node.value.strip("0_") else INTEGER
 
-    _value_Float = _value_Integer
-    _value_Imaginary = _value_Integer
+    def _value_Float(self, node: cst.Float | cst.Imaginary) -> Value:
+        return ZERO if not node.value.strip("0._") else NUMBER  # (``0.0``, ``0.``)
+
+    _value_Imaginary = _value_Float
 
     def _value_Attribute(self, node: cst.Attribute) -> Value:
         key = dotted_name(node)
@@ -276,7 +279,7 @@ class Evaluation(ValueFacts):
             if cls is not None:
                 return Value(Kind.MODULE if cls.is_module else Kind.OBJECT, node, cls=cls)
             if func.value in ("float", "int", "bool", "len"):
-                return NUMBER.tagged("detached")
+                return (NUMBER if func.value == "float" else INTEGER).tagged("detached")
             if func.value in ("list", "tuple", "sorted", "reversed") and node.args:
                 inner = self.value_of(node.args[0].value)
                 return inner if inner.kind is Kind.COLLECTION else UNKNOWN
@@ -524,12 +527,22 @@ class Evaluation(ValueFacts):
             return Value(Kind.NONLEAF, node, tags=frozenset({"assumed"} if assumed else ()))
         if inputs and all(value.kind in (Kind.PLAIN, Kind.NUMBER) for value in inputs):
             if all(value.kind is Kind.NUMBER for value in inputs):
-                return NUMBER
+                return INTEGER if _integral_arithmetic(inputs, node) else NUMBER
             detached = any("detached" in value.tags for value in inputs)
             return Value(Kind.PLAIN, node, tags=frozenset({"detached"} if detached else ()))
         if any(BACKPROPAGATED in value.tags for value in inputs) and not self.grad_mode.statically_disabled:
             return _FROM_BACKPROPAGATED  # `lossD = lossD_real + lossD_fake`: it carries their graphs
         return UNKNOWN
+
+
+# Operators that keep ints ints (``/`` and ``**`` may not: ``2 ** -1``).
+_INTEGRAL_OPERATORS = (cst.Add, cst.Subtract, cst.Multiply, cst.FloorDivide, cst.Modulo, cst.Minus, cst.Plus)
+
+
+def _integral_arithmetic(inputs: Sequence[Value], node: cst.CSTNode) -> bool:
+    """``n + 1`` of ints (or ``-n``): an int."""
+    operator = getattr(node, "operator", None)
+    return isinstance(operator, _INTEGRAL_OPERATORS) and all(INTEGRAL in value.tags for value in inputs)
 
 
 def _is_literal_index(node: cst.Subscript, number: int) -> bool:

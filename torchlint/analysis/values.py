@@ -87,7 +87,7 @@ class Value:
     # "assumed" (a non-leaf computed only from assumed leaves: it may not require grad at all),
     # "softmax" (the output of a softmax: probabilities), on MODULE values "softmax-output"
     # (calling it returns a softmax), on COLLECTION values "empty" (a literal ``[]`` nothing
-    # was appended to yet), on NUMBER values "zero" (a literal 0: an accumulator's start).
+    # was appended to yet), on NUMBER values "zero" (a literal 0: an accumulator's start) and "integral" (an int or bool).
     tags: frozenset[str] = field(default_factory=frozenset)
     # For a MODULE value built from different classes of the project on different paths
     # (``netD = NetA() if imagenet else NetB()``; ``cls`` is None then): those classes.
@@ -153,6 +153,10 @@ class Value:
 UNKNOWN = Value(Kind.UNKNOWN)
 NUMBER = Value(Kind.NUMBER)
 ZERO = Value(Kind.NUMBER, tags=frozenset({"zero"}))
+# An int or bool (a literal, ``len(x)``, int arithmetic): tensors made from such data are integral.
+INTEGRAL = "integral"
+INTEGER = Value(Kind.NUMBER, tags=frozenset({INTEGRAL}))
+ZERO_INTEGER = Value(Kind.NUMBER, tags=frozenset({"zero", INTEGRAL}))
 
 
 def join(a: Value | None, b: Value | None) -> Value:

@@ -7,7 +7,7 @@ import re
 import libcst as cst
 
 from torchlint import fixes
-from torchlint.analysis import keyword_arg, positional_args
+from torchlint.analysis import Kind, keyword_arg, positional_args
 from torchlint.analysis.torch_api import (
     DTYPE_FROM_DATA,
     DTYPE_FROM_ELEMENTS,
@@ -15,6 +15,7 @@ from torchlint.analysis.torch_api import (
     INTEGER_DTYPES,
     INTEGER_FACTORIES,
 )
+from torchlint.analysis.values import INTEGRAL
 from torchlint.rule import Fix, FixSafety, Rule
 
 _DECIMAL = re.compile(r"^[0-9][0-9_]*$")
@@ -51,7 +52,7 @@ class IntRequiresGrad(Rule):
         if factory not in DTYPE_FROM_DATA:
             return
         data = self._dtype_deciding_args(node, factory)
-        if not data or not all(_is_integer_data(arg) for arg in data):
+        if not data or not all(self._is_integer_data(arg) for arg in data):
             return
         literals = [lit for arg in data for lit in _integer_literals(arg)]
         fix = None
@@ -61,7 +62,23 @@ class IntRequiresGrad(Rule):
                 "use float literals",
                 tuple((lit, cst.Float(value=lit.value + ".", lpar=lit.lpar, rpar=lit.rpar)) for lit in convert),
             )
+        if fix is None:  # the ints are names (`n = 3`, `len(x)`): ask for a float dtype instead
+            self.report(node, _MESSAGE.format(what="integer data makes an integer tensor", remedy="pass a float dtype"),
+                        self._add_dtype_fix(node))
+            return
         self.report(node, _MESSAGE.format(what="integer data makes an integer tensor", remedy="use float literals"), fix)
+
+    def _is_integer_data(self, node: cst.BaseExpression) -> bool:
+        """An int or bool (a literal, or a name the model knows holds one: ``n = 3``, ``len(x)``,
+        ``n + 1``), or a list or tuple of them."""
+        if isinstance(node, cst.Name) and node.value in ("True", "False"):
+            return True
+        if isinstance(node, (cst.List, cst.Tuple)):
+            return bool(node.elements) and all(
+                isinstance(e, cst.Element) and self._is_integer_data(e.value) for e in node.elements
+            )
+        value = self.ctx.value_of(node)
+        return value.kind is Kind.NUMBER and INTEGRAL in value.tags
 
     @staticmethod
     def _dtype_deciding_args(node: cst.Call, factory: str) -> list[cst.BaseExpression]:
@@ -95,18 +112,6 @@ class IntRequiresGrad(Rule):
         return fixes.replace("pass dtype=torch.float32", node, node.with_changes(args=args))
 
 
-def _is_integer_data(node: cst.BaseExpression) -> bool:
-    if isinstance(node, cst.Integer):
-        return True
-    if isinstance(node, cst.Name):
-        return node.value in ("True", "False")
-    if isinstance(node, cst.UnaryOperation) and isinstance(node.operator, (cst.Minus, cst.Plus)):
-        return _is_integer_data(node.expression)
-    if isinstance(node, (cst.List, cst.Tuple)):
-        return bool(node.elements) and all(
-            isinstance(e, cst.Element) and _is_integer_data(e.value) for e in node.elements
-        )
-    return False
 
 
 def _integer_literals(node: cst.BaseExpression) -> list[cst.Integer]:
