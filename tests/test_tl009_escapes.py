@@ -113,6 +113,11 @@ PROGRAMS: dict[str, tuple[str, str]] = {
         "    def per_sample_loss(self, xb, yb):\n        return (self.net(xb) - yb).pow(2)\n"
         "    def penalty(self, xb):\n        return self.net(xb).pow(2)\n"
         "kept = epoch(Scorer(model), loader)\n", "leak"),
+    "list_element_per_model": (
+        "models = [model, nn.Linear(3, 1)]\nopts = [torch.optim.SGD(m.parameters(), lr=0.05) for m in models]\n"
+        "totals = [0] * len(models)\nfor xb, yb in loader:\n    for i, m in enumerate(models):\n"
+        "        cost = crit(m(xb), yb)\n        opts[i].zero_grad()\n        cost.backward()\n        opts[i].step()\n"
+        "        totals[i] += cost  # TL009\nkept = totals\n", "leak"),
     "history_of_a_training_step_method": (
         "class Agent:\n    def __init__(self, net):\n        self.net = net\n"
         "        self.optimizer = torch.optim.SGD(net.parameters(), lr=0.05)\n        self.cost_his = []\n"
@@ -153,6 +158,11 @@ FINE: dict[str, str] = {
         "        log_probs = torch.log_softmax(net(xb).squeeze(1), 0)\n        weights = yb.squeeze(1) - yb.mean()\n"
         "        loss = -(log_probs * weights).mean()\n        opt.zero_grad()\n        loss.backward()\n"
         "        opt.step()\n        totals.append(weights.sum())\n    return totals\nkept = episode(model, loader)\n"),
+    "numpy_element_per_model": (
+        "models = [model, nn.Linear(3, 1)]\nopts = [torch.optim.SGD(m.parameters(), lr=0.05) for m in models]\n"
+        "average = np.zeros(len(models))\nfor xb, yb in loader:\n    for i, m in enumerate(models):\n"
+        "        cost = crit(m(xb), yb)\n        opts[i].zero_grad()\n        cost.backward()\n        opts[i].step()\n"
+        "        average[i] += cost / len(loader)\nkept = average\n"),
     "reward_scaling_a_log_probability": (
         "def episode(net, batches):\n    rewards = []\n    for xb, yb in batches:\n"
         "        log_prob = torch.log_softmax(net(xb).squeeze(1), 0)[0]\n        reward = yb.mean()\n"

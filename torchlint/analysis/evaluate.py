@@ -23,13 +23,14 @@ from torchlint.analysis.names import (
 )
 from torchlint.analysis.values import (
     ASSUMED_TAGS, BACKPROPAGATED, COPIED_TO_GPU, LEAF_ON_A_PATH, LEAF_ON_CPU, MOVED_LEAF_ON_A_PATH, NUMBER,
-    REQUIRES_GRAD_ON_EVERY_PATH, SUBMODULE_ELEMENT, UNKNOWN, VIEW_OF_LEAF, ZERO, INTEGER, INTEGRAL, ZERO_INTEGER, Kind,
-    Value, join,
+    NUMPY_ARRAY, REQUIRES_GRAD_ON_EVERY_PATH, SUBMODULE_ELEMENT, UNKNOWN, VIEW_OF_LEAF, ZERO, INTEGER, INTEGRAL,
+    ZERO_INTEGER, Kind, Value, join,
 )
 
 # Tags of a gradient (``p.grad``) and of a value computed from one (``lr * p.grad``).
 GRADIENT_TAGS = frozenset({"grad", "from-grad"})
 _EMPTY = frozenset({"empty"})
+_NUMPY_ARRAY = frozenset({NUMPY_ARRAY})
 
 
 class Evaluation(ValueFacts):
@@ -297,6 +298,8 @@ class Evaluation(ValueFacts):
         known = self._torch_call_fact(node, qualified)
         if known is not None:
             return known
+        if qualified in api.NUMPY_ARRAY_FACTORIES:
+            return Value(Kind.UNKNOWN, node, tags=_NUMPY_ARRAY)
         if qualified in api.FACTORIES:
             requires_grad = keyword_arg(node, "requires_grad")
             if requires_grad is None:

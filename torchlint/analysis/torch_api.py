@@ -298,6 +298,12 @@ LIST_MUTATORS = frozenset({"append", "extend", "insert", "clear", "remove"})
 LIST_METHODS = frozenset({"copy", "index", "count", "sort", "reverse", "pop", "keys", "values", "items", "get"})
 # Libraries that convert their arguments with numpy (``np.asarray``): M6 on a tensor, or on a
 # list of tensors, that requires grad (measured: np.array, np.mean, np.asarray).
+# NumPy arrays made from shapes or numbers: storing a tensor into an element converts it to a
+# float (`avg[i] += loss` keeps no graph; measured: torch warns and stores the number).
+NUMPY_ARRAY_FACTORIES = frozenset(
+    f"numpy.{name}" for name in
+    "zeros ones empty full zeros_like ones_like empty_like full_like arange linspace".split()
+)
 NUMPY_LIKE_PREFIXES = ("numpy.", "matplotlib.", "pandas.", "seaborn.", "scipy.")
 # Modules whose functions turn their arguments into numbers or text.
 NUMBER_MODULE_PREFIXES = ("math.", "json.", "statistics.", "logging.")

@@ -153,6 +153,8 @@ class Value:
 UNKNOWN = Value(Kind.UNKNOWN)
 NUMBER = Value(Kind.NUMBER)
 ZERO = Value(Kind.NUMBER, tags=frozenset({"zero"}))
+# A NumPy array of numbers (``np.zeros(n)``): what is stored into it is converted to a number.
+NUMPY_ARRAY = "numpy-array"
 # An int or bool (a literal, ``len(x)``, int arithmetic): tensors made from such data are integral.
 INTEGRAL = "integral"
 INTEGER = Value(Kind.NUMBER, tags=frozenset({INTEGRAL}))

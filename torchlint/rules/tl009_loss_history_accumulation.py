@@ -31,7 +31,7 @@ from torchlint.analysis.events import EventKind, has_event
 from torchlint.analysis.names import names_in, self_attribute
 from torchlint.analysis import Kind, dotted_name, keyword_arg, positional_args
 from torchlint.analysis.torch_api import LEAF_SOURCE_TOKENS
-from torchlint.analysis.values import BACKPROPAGATED
+from torchlint.analysis.values import BACKPROPAGATED, NUMPY_ARRAY
 from torchlint.analysis.uses import Sink, Use, container_key, declares_global
 from torchlint.analysis.walk import scan
 from torchlint.rule import Fix, FixSafety, Rule
@@ -123,6 +123,8 @@ class LossHistoryAccumulation(Rule):
     def visit_AugAssign(self, node: cst.AugAssign) -> None:
         if not isinstance(node.operator, cst.AddAssign):
             return
+        if type(node.target) is cst.Subscript and NUMPY_ARRAY in self.ctx.value_of(node.target.value).tags:
+            return  # `avg[i] += loss`: the array stores a float, no graph
         accumulator = container_key(node.target)
         if accumulator is not None:
             self._candidate(node, accumulator, node.value)
