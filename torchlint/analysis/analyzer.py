@@ -51,7 +51,7 @@ from torchlint.analysis.names import TORCH_IMPORT, ImportTable, keyword_arg, pos
 from torchlint.analysis.project import ProjectClass, ProjectFunction, ProjectImports, ProjectObject
 from torchlint.analysis.scopes import ENABLED, BindingTable, FunctionInfo, GradMode, Scope
 from torchlint.analysis.uses import ValueFlow
-from torchlint.analysis.values import Kind, Value
+from torchlint.analysis.values import TORCH_NAME, Kind, Value, torch_name_of
 from torchlint.analysis.walk import Walker
 
 if TYPE_CHECKING:
@@ -100,6 +100,7 @@ class Analyzer(Dispatch, Functions, BindingState, ControlFlow, GradModes, Evalua
         self.project_calls: dict[int, ProjectCall] = {}
         # Rules ask ``qualify`` about most calls, several times each: one call layer less.
         self.qualify = self.imports.qualify  # type: ignore[method-assign]
+        self._resolving_alias = False  # see ``torch_alias``
         self.scope = Scope("module", None, mode_stack=[ENABLED])
         self.statement: cst.SimpleStatementLine | cst.SimpleStatementSuite | None = None
         self.loops: list[cst.For | cst.While] = []
@@ -170,6 +171,44 @@ class Analyzer(Dispatch, Functions, BindingState, ControlFlow, GradModes, Evalua
     def qualify(self, node: cst.BaseExpression) -> str | None:
         """Canonical qualified name of an imported object (``T.no_grad`` -> ``torch.no_grad``)."""
         return self.imports.qualify(node)
+
+    def torch_alias(self, expr: cst.BaseExpression) -> Value | None:
+        """The value of a name bound to ``expr`` when it names a torch object itself
+        (``F.softmax``, ``torch.nn``, ``nn.ReLU``): from then on ``qualify`` also answers for
+        names bound to one (``self.softmax(x, 1)`` is ``F.softmax``).  Files without such an
+        assignment keep the import table's ``qualify``."""
+        qualified = self.qualify(expr)
+        if qualified is None or not qualified.startswith("torch."):
+            return None
+        if self.qualify == self.imports.qualify:
+            self.qualify = self._qualify_through_aliases  # type: ignore[method-assign]
+        return Value(Kind.UNKNOWN, expr, tags=frozenset({TORCH_NAME + qualified}))
+
+    def _qualify_through_aliases(self, node: cst.BaseExpression) -> str | None:
+        qualified = self.imports.qualify(node)
+        if qualified is not None or self._resolving_alias:
+            return qualified
+        self._resolving_alias = True
+        try:
+            return self._aliased(node)
+        finally:
+            self._resolving_alias = False
+
+    def _aliased(self, node: cst.BaseExpression) -> str | None:
+        """``torch.nn.Linear`` for ``nn.Linear`` after ``nn = torch.nn``; ``F.softmax`` for
+        ``self.softmax`` bound to it (also in ``__init__``, read in ``forward``)."""
+        if type(node) is cst.Name:
+            return torch_name_of(self.value_of_key(node.value))
+        if type(node) is not cst.Attribute:
+            return None
+        found = torch_name_of(self.value_of(node))
+        if found is not None:
+            return found
+        base = self._aliased(node.value)
+        if base is None:
+            return None
+        full = f"{base}.{node.attr.value}"
+        return api.CANONICAL.get(full, full)
 
     def at_block_end(self, hook: Callable[[cst.CSTNode], None]) -> bool:
         """Run ``hook(block)`` when the innermost enclosing block (suite) has been

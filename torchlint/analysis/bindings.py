@@ -169,6 +169,8 @@ class BindingState:
             if type(target) is cst.Name:  # `ACT = {"relu": nn.ReLU, ...}`: its lookups name the classes
                 self.imports.add_class_table(target.value, node.value, self.source)
         value = self.value_of(node.value)
+        if value.kind is Kind.UNKNOWN and type(node.value) in (cst.Name, cst.Attribute):
+            value = self.torch_alias(node.value) or value  # `self.softmax = F.softmax`, `nn = torch.nn`
         graph = self.module_graph
         if graph is not None:
             for target in node.targets:

@@ -353,7 +353,9 @@ class Functions:
         """A rule-less analyzer that looks into a helper on behalf of ``caller``."""
         helper = cls(caller.module, caller.source)
         helper.imports = caller.imports
-        helper.qualify = caller.qualify  # type: ignore[method-assign]
+        helper.qualify = caller.imports.qualify  # type: ignore[method-assign]
+        if caller.qualify != caller.imports.qualify:  # the caller's file binds torch aliases
+            helper.qualify = helper._qualify_through_aliases  # type: ignore[method-assign]
         helper.summaries = caller.summaries
         helper.summary_depth = caller.summary_depth + 1
         helper._grad_reads_enabled = caller._grad_reads_enabled

@@ -153,6 +153,19 @@ class Value:
 UNKNOWN = Value(Kind.UNKNOWN)
 NUMBER = Value(Kind.NUMBER)
 ZERO = Value(Kind.NUMBER, tags=frozenset({"zero"}))
+# A name bound to a torch object itself (``self.softmax = F.softmax``, ``nn = torch.nn``): the tag
+# is this prefix and the qualified name; ``Analyzer.qualify`` reads the name through it.
+TORCH_NAME = "torch-name:"
+
+
+def torch_name_of(value: Value) -> str | None:
+    """``torch.nn.functional.softmax`` for a value bound to that function (see TORCH_NAME)."""
+    for tag in value.tags:
+        if tag.startswith(TORCH_NAME):
+            return tag[len(TORCH_NAME):]
+    return None
+
+
 # A NumPy array of numbers (``np.zeros(n)``): what is stored into it is converted to a number.
 NUMPY_ARRAY = "numpy-array"
 # An int or bool (a literal, ``len(x)``, int arithmetic): tensors made from such data are integral.
