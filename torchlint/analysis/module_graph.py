@@ -233,12 +233,21 @@ class ModuleGraph:
         constructor = value.origin
         if type(constructor) is cst.Param and "from-call-sites" in value.tags:
             return self._passed_modules(constructor.name.value)  # `def update(qf, qf_opt)`
+        owner = key.rpartition(".")[0] if key is not None else ""
         if not isinstance(constructor, cst.Call):
             constructor = self.assigned(key) if key is not None else None
         if not isinstance(constructor, cst.Call):
+            # `agent.actor.optimizer`, built where the file does not show: an optimizer a module
+            # keeps on itself updates that module.
+            if owner and value.kind in (Kind.UNKNOWN, Kind.OPTIMIZER) and self.is_module_key(owner):
+                return frozenset({self._outer_key(owner)})
             return None
         keys = self._modules_in(constructor, _MAX_PARAMETER_HOPS)
-        if keys is not None and key is not None and key.startswith("self."):
+        if keys is not None and owner and owner != "self" and constructor is value.origin:
+            # `agent.actor_opt` built in `Agent.__init__` as `Adam(self.actor.parameters())`: its
+            # `self` is the object it is an attribute of (`agent.actor`).
+            keys = frozenset(owner + k[4:] if k == "self" or k.startswith("self.") else k for k in keys)
+        elif keys is not None and key is not None and key.startswith("self."):
             keys = self._as_attributes(keys)
         return keys if keys is None or self.parent is None else frozenset(self._outer_key(k) for k in keys)
 
@@ -278,12 +287,28 @@ class ModuleGraph:
         """The module keys whose parameters ``call`` overwrites in place, as a step does:
         ``M.load_state_dict(sd)`` of a module ``M``; None for any other call."""
         func = call.func
-        if type(func) is not cst.Attribute or func.attr.value not in api.PARAMETER_OVERWRITING_METHODS:
+        if type(func) is not cst.Attribute:
             return None
+        if func.attr.value not in api.PARAMETER_OVERWRITING_METHODS:
+            return self._overwritten_by_project_method(func)
         key = dotted_name(func.value)
-        if key is None or not self.is_module_key(key):
+        if key is None or not (self.is_module_key(key) or self._ctx.value_of(func.value).kind is Kind.MODULE):
             return None
         return frozenset({self._outer_key(key)})
+
+    def _overwritten_by_project_method(self, func: cst.Attribute) -> frozenset[str] | None:
+        """``agent.update_network_parameters()``, a method of a class of another project file that
+        loads state into modules it keeps (``self.target_actor.load_state_dict(sd)``): those modules."""
+        receiver = dotted_name(func.value)
+        if self._ctx.project is None or receiver is None or not self._ctx.made_project_objects():
+            return None
+        project = self._ctx.project_class_of(func.value)
+        if project is None:
+            return None
+        attributes = project.overwritten_attributes(func.attr.value)
+        if not attributes:
+            return None
+        return frozenset(self._outer_key(receiver + "." + a if a else receiver) for a in attributes)  # type: ignore[operator]
 
     def effects_of(self, call: cst.Call) -> CallEffects | None:
         """What ``call``, a call of a function of this file, does (``analysis/effects.py``); asked
@@ -765,6 +790,9 @@ class ModuleGraph:
             receiver = dotted_name(func.value)
             if receiver is not None and self.is_module_key(receiver):
                 return receiver, True, True  # `netD_seq.netG_adv_loss(fake)`: a method of the module
+            if receiver is not None and func.attr.value == "forward" and ctx.value_of(func.value).kind is Kind.UNKNOWN:
+                self._module_keys.add(receiver)  # `agent.actor.forward(s)`: what has a forward is a module
+                return receiver, True, True
         return None
 
     def _saves_parameters(self, call: cst.Call, constructor: cst.CSTNode | None) -> bool:
