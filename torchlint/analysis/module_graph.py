@@ -12,8 +12,11 @@ Which modules an optimizer updates is read from what it was built from:
 list(b.parameters())``, ``itertools.chain``, param groups, a name bound to one of these, and
 ``self.opt = ...`` in ``__init__`` for the other methods of the class (``Adam(self.params)``: the
 attribute followed), a parameter every call site of the function hands an optimizer whose modules
-are known (in the callee's terms: the parameters those modules are passed as).  Unknown (None) when
-the construction is not in the file (a factory's result).
+are known (in the callee's terms: the parameters those modules are passed as), an optimizer of
+another object built in its class (``agent.actor_opt`` from ``Adam(self.actor.parameters())``:
+``agent.actor``), and one a module keeps on itself where the file does not show its construction
+(``agent.actor.optimizer``: ``agent.actor``).  Unknown (None) when the construction is not in the
+file (a factory's result).
 
 Module keys are dotted names, related when one is the other or a part of it: stepping
 ``net.encoder`` changes weights a forward of ``net`` saved, and stepping ``net`` changes those
