@@ -306,6 +306,11 @@ class Analyzer(Dispatch, Functions, BindingState, ControlFlow, GradModes, Evalua
             return None
         return maker[1].method_node(name)
 
+    @property
+    def in_comprehension(self) -> bool:
+        """The walk is inside a comprehension (its loop variables are bound)."""
+        return bool(self._comprehension_states)
+
     def project_class_of(self, node: cst.BaseExpression) -> ProjectClass | None:
         """The class of a sibling file (``project.py``) whose instance ``node`` holds, if known."""
         value = self.value_of(node)  # type: ignore[attr-defined]

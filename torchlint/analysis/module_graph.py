@@ -460,6 +460,8 @@ class ModuleGraph:
             if key is not None and key not in self._module_keys and called_in(self._ctx.source, key):
                 self._module_keys.add(key)  # `model_old.load_state_dict(sd)` and `model_old(x)`: a module
         qualified = self._ctx.qualify(func)
+        if qualified is None and self._ctx.in_comprehension:
+            self._forward(call)  # `[agent.actor(s) for agent in agents]`: what `agent` holds is known only here
         if qualified is not None:
             if qualified.startswith(api.OPTIMIZER_PREFIX) and not qualified.startswith(api.NON_OPTIMIZER_PREFIXES):
                 self.optimized_keys |= self._modules_in(call, _MAX_PARAMETER_HOPS) or frozenset()
