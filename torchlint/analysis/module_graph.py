@@ -236,17 +236,19 @@ class ModuleGraph:
         constructor = value.origin
         if type(constructor) is cst.Param and "from-call-sites" in value.tags:
             return self._passed_modules(constructor.name.value)  # `def update(qf, qf_opt)`
-        owner = key.rpartition(".")[0] if key is not None else ""
+        # (the object an attribute optimizer is kept on: `agent` of `agent.actor_opt`; not `self`)
+        owner = key.rpartition(".")[0] if key is not None and not key.startswith("self.") else ""
         if not isinstance(constructor, cst.Call):
             constructor = self.assigned(key) if key is not None else None
         if not isinstance(constructor, cst.Call):
-            # `agent.actor.optimizer`, built where the file does not show: an optimizer a module
+            # `agent.actor.optimizer`, of a class the file does not show: an optimizer a module
             # keeps on itself updates that module.
-            if owner and value.kind in (Kind.UNKNOWN, Kind.OPTIMIZER) and self.is_module_key(owner):
+            if owner and constructor is None and value.origin is None and self.is_module_key(owner):
                 return frozenset({self._outer_key(owner)})
             return None
         keys = self._modules_in(constructor, _MAX_PARAMETER_HOPS)
-        if keys is not None and owner and owner != "self" and constructor is value.origin:
+        if keys is not None and owner and constructor is value.origin \
+                and (self._ctx.function, key) not in self._assigned:
             # `agent.actor_opt` built in `Agent.__init__` as `Adam(self.actor.parameters())`: its
             # `self` is the object it is an attribute of (`agent.actor`).
             keys = frozenset(owner + k[4:] if k == "self" or k.startswith("self.") else k for k in keys)
