@@ -221,6 +221,8 @@ class ModuleGraph:
             listed = self.assigned(container) if held is None and container is not None else None
             if type(listed) in (cst.List, cst.Tuple):  # `opts = [Adam(G.parameters()), Adam(D.parameters())]`
                 held = self._modules_in(listed, _MAX_PARAMETER_HOPS)  # type: ignore[arg-type]
+            elif type(listed) is cst.ListComp:  # `[Adam(a.parameters()) for a in self.actors]`
+                held = self._modules_in_comprehension(listed)  # type: ignore[arg-type]
             if held is not None:
                 return held if self.parent is None else frozenset(self._outer_key(k) for k in held)
         key = dotted_name(optimizer)
@@ -255,6 +257,29 @@ class ModuleGraph:
         elif keys is not None and key is not None and key.startswith("self."):
             keys = self._as_attributes(keys)
         return keys if keys is None or self.parent is None else frozenset(self._outer_key(k) for k in keys)
+
+    def _modules_in_comprehension(self, listed: cst.ListComp) -> frozenset[str] | None:
+        """The modules the optimizers a list comprehension builds update: those its element hands
+        over, the loop variable's being the container it iterates (``for a in self.actors``:
+        ``self.actors``, one module for the graph)."""
+        comp = listed.for_in
+        if comp.inner_for_in is not None or type(comp.target) is not cst.Name:
+            return None
+        keys = self._modules_in(listed.elt, _MAX_PARAMETER_HOPS)
+        if keys is None:
+            return None
+        variable = comp.target.value
+        iterated = element_key(comp.iter)
+        found = set()
+        for key in keys:
+            first, dot, rest = key.partition(".")
+            if first != variable:
+                found.add(key)
+            elif iterated is None:
+                return None  # (what the loop variable holds is not known)
+            else:
+                found.add(iterated + dot + rest)
+        return frozenset(found)
 
     def _as_attributes(self, keys: frozenset[str]) -> frozenset[str]:
         """The modules of an optimizer kept on ``self``, built from locals of a method that stored
@@ -775,9 +800,11 @@ class ModuleGraph:
         ctx, func = self._ctx, call.func
         if type(func) is cst.Subscript:  # `self.q_nets[i](x)`: an element of a container of modules
             container = element_key(func)
-            if container is not None and ctx.value_of(func).kind in (Kind.MODULE, Kind.UNKNOWN) \
-                    and self.is_module_key(container):
-                return container, True, True
+            if container is None or ctx.value_of(func).kind not in (Kind.MODULE, Kind.UNKNOWN):
+                return None
+            held = ctx.value_of(func.value)
+            if self.is_module_key(container) or held.kind is Kind.MODULE:  # (`self.actors[j]` of an `nn.ModuleList`)
+                return container, self._elements_save_parameters(call, held.origin), True
             return None
         key = dotted_name(func)
         if key is None or ctx.qualify(func) is not None:
@@ -801,6 +828,20 @@ class ModuleGraph:
                 self._module_keys.add(receiver)  # `agent.actor.forward(s)`: what has a forward is a module
                 return receiver, True, True
         return None
+
+    def _elements_save_parameters(self, call: cst.Call, container: cst.CSTNode | None) -> bool:
+        """An element of ``nn.ModuleList([nn.Linear(4, 2) for _ in range(n)])`` applied to data saves
+        its input, not its weight (as the one layer would); any other element: its parameters."""
+        if type(container) is not cst.Call or not container.args:  # type: ignore[attr-defined]
+            return True
+        listed = container.args[0].value  # type: ignore[attr-defined]
+        if type(listed) is cst.ListComp:
+            constructors = [listed.elt]  # type: ignore[attr-defined]
+        elif type(listed) in (cst.List, cst.Tuple):
+            constructors = [element.value for element in listed.elements]  # type: ignore[attr-defined]
+        else:
+            return True
+        return not constructors or any(self._saves_parameters(call, constructor) for constructor in constructors)
 
     def _saves_parameters(self, call: cst.Call, constructor: cst.CSTNode | None) -> bool:
         """A single built-in layer (``nn.Linear``) on data saves its input, not its weight."""
