@@ -345,6 +345,23 @@ class Analyzer(Dispatch, Functions, BindingState, ControlFlow, GradModes, Evalua
             return None
         return maker[1].method_node(name)
 
+    @property
+    def in_comprehension(self) -> bool:
+        """The walk is inside a comprehension (its loop variables are bound)."""
+        return bool(self._comprehension_states)
+
+    def project_class_of(self, node: cst.BaseExpression) -> ProjectClass | None:
+        """The class of a sibling file (``project.py``) whose instance ``node`` holds, if known."""
+        value = self.value_of(node)  # type: ignore[attr-defined]
+        project = getattr(value.cls, "project", None) if value.cls is not None and value.cls.node is None else None
+        if project is not None:
+            return project
+        origin = value.origin
+        maker = self._project_makers.get(id(origin)) if origin is not None else None
+        if maker is None or maker[0] is not origin or not isinstance(maker[1], ProjectClass):
+            return None
+        return maker[1]
+
     def step_may_zero_gradients(self, optimizer: cst.BaseExpression) -> bool:
         """``optimizer`` was made by a class or function of a sibling file whose ``step``
         resets the gradients (an optimizer of the project's own, ``project.py``)."""

@@ -177,6 +177,14 @@ def _connected(caller: ModuleGraph, call: cst.Call, info: FunctionInfo) -> bool:
     return any(caller.forwards_of(arg.value) for arg in call.args)
 
 
+def _returns_unseen(caller: ModuleGraph, call: cst.Call, info: FunctionInfo) -> bool:
+    """A method without backward or step whose result the caller keeps (``policy_loss =
+    self.calc_policy_loss(batch)``) and whose body the file's analysis has not been through
+    (defined further down): what it returns is found by analysing it now."""
+    return info.is_method and caller.parent is None and not info.returns \
+        and caller.ctx.expression_statement(call) is None
+
+
 def blocks_of(statement: cst.CSTNode) -> list[cst.CSTNode]:
     """The suites of a compound statement: its body, ``elif``/``else``, handlers, ``finally``, cases."""
     found: list[cst.CSTNode] = []
@@ -228,8 +236,10 @@ def call_effects(caller: ModuleGraph, call: cst.Call, info: FunctionInfo) -> Cal
     building = function is not None and function.name == "__init__" and info.name in _text_index(caller).builders \
         and bool(assigned_self_attributes(caller, info))
     if not building and not may_have_effects(caller, info):
-        return caller.fresh_stores(call, info)  # (no backward or step: only what it leaves on self)
-    if not building and not meets_other_events(caller, function):
+        fresh = caller.fresh_stores(call, info)  # (no backward or step: only what it leaves on self)
+        if fresh is not None or not _returns_unseen(caller, call, info) or not meets_other_events(caller, function):
+            return fresh
+    elif not building and not meets_other_events(caller, function):
         return None  # `main()`: nothing in the caller for its steps and backwards to meet
     if not building and not _connected(caller, call, info):
         return None  # `train(loader, model, opt)`: its effects stay inside it

@@ -224,7 +224,12 @@ class ValueFacts:
             return
         added = self.value_of(node.args[0].value)
         element = added if "empty" in current.tags else join(current.element, added)
-        self.scope.bind(key, Value(Kind.COLLECTION, current.origin, element=element))
+        held = Value(Kind.COLLECTION, current.origin, element=element)
+        self.scope.bind(key, held)
+        function = self.scope.function
+        if function is not None and function.name == "__init__" and function.cls is not None \
+                and key.startswith("self.") and self._summarising is None:
+            function.cls.record_attr(function.name, key[5:], held)  # `self.agents.append(Agent())` in `__init__`
 
     def _forget_guarded(self, test: cst.BaseExpression) -> None:
         """``if loss.requires_grad:`` / ``if y.grad_fn is not None:``: the body runs only when the

@@ -12,8 +12,11 @@ Which modules an optimizer updates is read from what it was built from:
 list(b.parameters())``, ``itertools.chain``, param groups, a name bound to one of these, and
 ``self.opt = ...`` in ``__init__`` for the other methods of the class (``Adam(self.params)``: the
 attribute followed), a parameter every call site of the function hands an optimizer whose modules
-are known (in the callee's terms: the parameters those modules are passed as).  Unknown (None) when
-the construction is not in the file (a factory's result).
+are known (in the callee's terms: the parameters those modules are passed as), an optimizer of
+another object built in its class (``agent.actor_opt`` from ``Adam(self.actor.parameters())``:
+``agent.actor``), and one a module keeps on itself where the file does not show its construction
+(``agent.actor.optimizer``: ``agent.actor``).  Unknown (None) when the construction is not in the
+file (a factory's result).
 
 Module keys are dotted names, related when one is the other or a part of it: stepping
 ``net.encoder`` changes weights a forward of ``net`` saved, and stepping ``net`` changes those
@@ -218,6 +221,8 @@ class ModuleGraph:
             listed = self.assigned(container) if held is None and container is not None else None
             if type(listed) in (cst.List, cst.Tuple):  # `opts = [Adam(G.parameters()), Adam(D.parameters())]`
                 held = self._modules_in(listed, _MAX_PARAMETER_HOPS)  # type: ignore[arg-type]
+            elif type(listed) is cst.ListComp:  # `[Adam(a.parameters()) for a in self.actors]`
+                held = self._modules_in_comprehension(listed)  # type: ignore[arg-type]
             if held is not None:
                 return held if self.parent is None else frozenset(self._outer_key(k) for k in held)
         key = dotted_name(optimizer)
@@ -233,14 +238,48 @@ class ModuleGraph:
         constructor = value.origin
         if type(constructor) is cst.Param and "from-call-sites" in value.tags:
             return self._passed_modules(constructor.name.value)  # `def update(qf, qf_opt)`
+        # (the object an attribute optimizer is kept on: `agent` of `agent.actor_opt`; not `self`)
+        owner = key.rpartition(".")[0] if key is not None and not key.startswith("self.") else ""
         if not isinstance(constructor, cst.Call):
             constructor = self.assigned(key) if key is not None else None
         if not isinstance(constructor, cst.Call):
+            # `agent.actor.optimizer`, of a class the file does not show: an optimizer a module
+            # keeps on itself updates that module.
+            if owner and constructor is None and value.origin is None and self.is_module_key(owner):
+                return frozenset({self._outer_key(owner)})
             return None
         keys = self._modules_in(constructor, _MAX_PARAMETER_HOPS)
-        if keys is not None and key is not None and key.startswith("self."):
+        if keys is not None and owner and constructor is value.origin \
+                and (self._ctx.function, key) not in self._assigned:
+            # `agent.actor_opt` built in `Agent.__init__` as `Adam(self.actor.parameters())`: its
+            # `self` is the object it is an attribute of (`agent.actor`).
+            keys = frozenset(owner + k[4:] if k == "self" or k.startswith("self.") else k for k in keys)
+        elif keys is not None and key is not None and key.startswith("self."):
             keys = self._as_attributes(keys)
         return keys if keys is None or self.parent is None else frozenset(self._outer_key(k) for k in keys)
+
+    def _modules_in_comprehension(self, listed: cst.ListComp) -> frozenset[str] | None:
+        """The modules the optimizers a list comprehension builds update: those its element hands
+        over, the loop variable's being the container it iterates (``for a in self.actors``:
+        ``self.actors``, one module for the graph)."""
+        comp = listed.for_in
+        if comp.inner_for_in is not None or type(comp.target) is not cst.Name:
+            return None
+        keys = self._modules_in(listed.elt, _MAX_PARAMETER_HOPS)
+        if keys is None:
+            return None
+        variable = comp.target.value
+        iterated = element_key(comp.iter)
+        found = set()
+        for key in keys:
+            first, dot, rest = key.partition(".")
+            if first != variable:
+                found.add(key)
+            elif iterated is None:
+                return None  # (what the loop variable holds is not known)
+            else:
+                found.add(iterated + dot + rest)
+        return frozenset(found)
 
     def _as_attributes(self, keys: frozenset[str]) -> frozenset[str]:
         """The modules of an optimizer kept on ``self``, built from locals of a method that stored
@@ -278,12 +317,28 @@ class ModuleGraph:
         """The module keys whose parameters ``call`` overwrites in place, as a step does:
         ``M.load_state_dict(sd)`` of a module ``M``; None for any other call."""
         func = call.func
-        if type(func) is not cst.Attribute or func.attr.value not in api.PARAMETER_OVERWRITING_METHODS:
+        if type(func) is not cst.Attribute:
             return None
+        if func.attr.value not in api.PARAMETER_OVERWRITING_METHODS:
+            return self._overwritten_by_project_method(func)
         key = dotted_name(func.value)
-        if key is None or not self.is_module_key(key):
+        if key is None or not (self.is_module_key(key) or self._ctx.value_of(func.value).kind is Kind.MODULE):
             return None
         return frozenset({self._outer_key(key)})
+
+    def _overwritten_by_project_method(self, func: cst.Attribute) -> frozenset[str] | None:
+        """``agent.update_network_parameters()``, a method of a class of another project file that
+        loads state into modules it keeps (``self.target_actor.load_state_dict(sd)``): those modules."""
+        receiver = dotted_name(func.value)
+        if self._ctx.project is None or receiver is None or not self._ctx.made_project_objects():
+            return None
+        project = self._ctx.project_class_of(func.value)
+        if project is None:
+            return None
+        attributes = project.overwritten_attributes(func.attr.value)
+        if not attributes:
+            return None
+        return frozenset(self._outer_key(receiver + "." + a if a else receiver) for a in attributes)  # type: ignore[operator]
 
     def effects_of(self, call: cst.Call) -> CallEffects | None:
         """What ``call``, a call of a function of this file, does (``analysis/effects.py``); asked
@@ -432,6 +487,8 @@ class ModuleGraph:
             if key is not None and key not in self._module_keys and called_in(self._ctx.source, key):
                 self._module_keys.add(key)  # `model_old.load_state_dict(sd)` and `model_old(x)`: a module
         qualified = self._ctx.qualify(func)
+        if qualified is None and self._ctx.in_comprehension:
+            self._forward(call)  # `[agent.actor(s) for agent in agents]`: what `agent` holds is known only here
         if qualified is not None:
             if qualified.startswith(api.OPTIMIZER_PREFIX) and not qualified.startswith(api.NON_OPTIMIZER_PREFIXES):
                 self.optimized_keys |= self._modules_in(call, _MAX_PARAMETER_HOPS) or frozenset()
@@ -743,9 +800,11 @@ class ModuleGraph:
         ctx, func = self._ctx, call.func
         if type(func) is cst.Subscript:  # `self.q_nets[i](x)`: an element of a container of modules
             container = element_key(func)
-            if container is not None and ctx.value_of(func).kind in (Kind.MODULE, Kind.UNKNOWN) \
-                    and self.is_module_key(container):
-                return container, True, True
+            if container is None or ctx.value_of(func).kind not in (Kind.MODULE, Kind.UNKNOWN):
+                return None
+            held = ctx.value_of(func.value)
+            if self.is_module_key(container) or held.kind is Kind.MODULE:  # (`self.actors[j]` of an `nn.ModuleList`)
+                return container, self._elements_save_parameters(call, held.origin), True
             return None
         key = dotted_name(func)
         if key is None or ctx.qualify(func) is not None:
@@ -765,7 +824,24 @@ class ModuleGraph:
             receiver = dotted_name(func.value)
             if receiver is not None and self.is_module_key(receiver):
                 return receiver, True, True  # `netD_seq.netG_adv_loss(fake)`: a method of the module
+            if receiver is not None and func.attr.value == "forward" and ctx.value_of(func.value).kind is Kind.UNKNOWN:
+                self._module_keys.add(receiver)  # `agent.actor.forward(s)`: what has a forward is a module
+                return receiver, True, True
         return None
+
+    def _elements_save_parameters(self, call: cst.Call, container: cst.CSTNode | None) -> bool:
+        """An element of ``nn.ModuleList([nn.Linear(4, 2) for _ in range(n)])`` applied to data saves
+        its input, not its weight (as the one layer would); any other element: its parameters."""
+        if type(container) is not cst.Call or not container.args:  # type: ignore[attr-defined]
+            return True
+        listed = container.args[0].value  # type: ignore[attr-defined]
+        if type(listed) is cst.ListComp:
+            constructors = [listed.elt]  # type: ignore[attr-defined]
+        elif type(listed) in (cst.List, cst.Tuple):
+            constructors = [element.value for element in listed.elements]  # type: ignore[attr-defined]
+        else:
+            return True
+        return not constructors or any(self._saves_parameters(call, constructor) for constructor in constructors)
 
     def _saves_parameters(self, call: cst.Call, constructor: cst.CSTNode | None) -> bool:
         """A single built-in layer (``nn.Linear``) on data saves its input, not its weight."""

@@ -32,7 +32,9 @@ import libcst as cst
 
 from torchlint.analysis.names import dotted_name, through_grad
 from torchlint.analysis.scopes import ClassInfo
-from torchlint.analysis.torch_api import GRAD_ZEROING_METHODS, NN_MODULE_BASE, STEP_METHODS, ZERO_GRAD_METHODS
+from torchlint.analysis.torch_api import (
+    GRAD_ZEROING_METHODS, NN_MODULE_BASE, PARAMETER_OVERWRITING_METHODS, STEP_METHODS, ZERO_GRAD_METHODS,
+)
 from torchlint.analysis.values import Value, join
 from torchlint.project_files import Stamp, current_session, stamp, unchanged
 
@@ -46,6 +48,8 @@ MAX_DEPTH = 2
 MAX_KEPT = 128
 # How many method calls deep ``step`` is followed (``self.clear_gradients()``, ``super().step()``).
 MAX_CALL_DEPTH = 3
+# Methods whose text says this may copy into a module's parameters (``PARAMETER_OVERWRITING_METHODS``).
+_OVERWRITE_WORD = ".load_state_dict("
 
 # ---------------------------------------------------------------- one project file
 _CLASS = re.compile(r"^class[ \t]+(\w+)[ \t]*(?:\(([^)]*)\))?[ \t]*:", re.MULTILINE)
@@ -71,6 +75,8 @@ class _File:
     _analysis_reads: tuple[tuple[str, int, int], ...] = ()
     _tree: cst.Module | None = None
     _objects: dict[str, ProjectObject] = field(default_factory=dict)
+    # (class, method) -> the attributes of ``self`` the method overwrites (``overwritten_attributes``)
+    overwrites: dict[tuple[str, str], frozenset[str]] = field(default_factory=dict)
     failed: bool = False
 
     def definition(self, name: str) -> tuple[str, str] | None:
@@ -287,6 +293,16 @@ class ProjectClass(ProjectObject):
         """The ``def`` of the class's method ``name`` (or of a base class of the same file's)."""
         return _method_node(self.file, self.name, name, 0)
 
+    def overwritten_attributes(self, method: str) -> frozenset[str]:
+        """The attributes of ``self`` (dotted, ``""`` for the instance itself) whose parameters the
+        method ``method`` copies into in place, as a step does: ``self.target_actor.load_state_dict(sd)``,
+        in its body or in the methods of ``self`` it calls (``MAX_CALL_DEPTH`` deep)."""
+        key = (self.name, method)
+        found = self.file.overwrites.get(key)
+        if found is None:
+            found = self.file.overwrites[key] = _method_overwrites(self.file, self.name, method, 0, set())
+        return found
+
     def step_zeroes(self) -> bool:
         """The class's ``step`` (through ``self.<method>()`` and ``super().step()``) resets the
         gradients: ``p.grad.zero_()``, ``p.grad = None``, ``zero_grad()``."""
@@ -315,6 +331,21 @@ def _method_zeroes(file: _File, class_name: str, method: str, depth: int) -> boo
     if any(_method_zeroes(file, class_name, called, depth + 1) for called in finder.self_calls if called != method):
         return True
     return finder.calls_super and any(_method_zeroes(file, base, method, depth + 1) for base in _base_names(node))
+
+
+def _method_overwrites(file: _File, class_name: str, method: str, depth: int, seen: set[str]) -> frozenset[str]:
+    if depth > MAX_CALL_DEPTH or method in seen or file.text.find(_OVERWRITE_WORD) < 0:
+        return frozenset()
+    seen.add(method)
+    body = _method_node(file, class_name, method, 0)
+    if body is None:
+        return frozenset()
+    finder = _OverwriteFinder()
+    body.body.visit(finder)
+    found = set(finder.overwritten)
+    for called in finder.self_calls:
+        found |= _method_overwrites(file, class_name, called, depth + 1, seen)
+    return frozenset(found)
 
 
 def _method_node(file: _File, class_name: str, method: str, depth: int) -> cst.FunctionDef | None:
@@ -353,6 +384,32 @@ class _ZeroingFinder(cst.CSTVisitor):
         target = node.target
         if type(target) is cst.Attribute and target.attr.value == "grad":
             self.zeroes = True  # `p.grad = None`
+
+
+class _OverwriteFinder(cst.CSTVisitor):
+    """``self.<attr>.load_state_dict(...)`` calls, and the methods of ``self`` called."""
+
+    def __init__(self) -> None:
+        self.overwritten: set[str] = set()
+        self.self_calls: set[str] = set()
+
+    def visit_Call(self, node: cst.Call) -> None:
+        func = node.func
+        if type(func) is not cst.Attribute:
+            return
+        key = dotted_name(func.value)
+        if key is None or key.split(".", 1)[0] != "self":
+            return
+        if func.attr.value in PARAMETER_OVERWRITING_METHODS:
+            self.overwritten.add(key[5:])
+        elif key == "self":
+            self.self_calls.add(func.attr.value)
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+        return False  # (a function nested in the method runs only when it is called)
+
+    def visit_Lambda(self, node: cst.Lambda) -> bool:
+        return False
 
 
 # ---------------------------------------------------------------- the imports of one file

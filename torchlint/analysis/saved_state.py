@@ -34,7 +34,6 @@ from torchlint.analysis.instance_constants import built_by_call, constructor_lit
 from torchlint.analysis.scopes import FunctionInfo
 from torchlint.analysis.tensor_identity import NO_DEPS, Identity, TensorIdentities
 from torchlint.analysis.torch_api import (
-    PARAMETER_OVERWRITING_METHODS,
     ELEMENTWISE_OF_REDUCTION,
     OP_NAMESPACES,
     OPERATOR_OPS,
@@ -334,8 +333,7 @@ class SavedTensors:
         if event is None and self._follows_calls:
             graph = self.ctx.module_graph
             func = node.func
-            overwritten = graph.overwritten_modules(node) if type(func) is cst.Attribute \
-                and func.attr.value in PARAMETER_OVERWRITING_METHODS else None  # type: ignore[union-attr]
+            overwritten = graph.overwritten_modules(node) if type(func) is cst.Attribute else None  # type: ignore[union-attr]
             if overwritten is not None:  # `model_old.load_state_dict(sd)`: copies into the parameters in place
                 self._on_overwrite(node, overwritten)
                 return

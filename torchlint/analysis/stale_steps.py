@@ -38,6 +38,7 @@ class Step:
     statement: cst.CSTNode | None
     # A step in a function this one calls: the call, the nested calls, the step (effects.py).
     path: tuple[Place, ...] = ()
+    overwrites: bool = False  # a copy into the parameters (``load_state_dict``), not an optimizer's step
 
 
 @dataclass(frozen=True)
@@ -99,8 +100,9 @@ class StaleSteps:
             self._add_step(node, self._graph.serial, self._graph.optimized_modules(optimizer), ())
 
     def overwrite(self, node: cst.Call, modules: frozenset[str]) -> None:
-        """``m.load_state_dict(sd)``: it copies into the parameters of ``modules`` in place, as a step."""
-        self._add_step(node, self._graph.serial, modules, ())
+        """``m.load_state_dict(sd)`` (or a method of another file's class that runs one): it copies
+        into the parameters of ``modules`` in place, as a step."""
+        self._add_step(node, self._graph.serial, modules, (), overwrites=True)
 
     def backward(self, node: cst.Call, loss: cst.BaseExpression, keeps_graph: bool) -> list[StaleStep]:
         """A backward() from ``loss``: the steps before it that changed parameters its graph saved."""
@@ -117,12 +119,13 @@ class StaleSteps:
                 found += self._backward_reaching(node, effect.reached, effect.keeps_graph, (here, *effect.path))
         return found
 
-    def _add_step(self, node: cst.Call, serial: int, modules: frozenset[str] | None, path: tuple[Place, ...]) -> None:
+    def _add_step(self, node: cst.Call, serial: int, modules: frozenset[str] | None, path: tuple[Place, ...],
+                  overwrites: bool = False) -> None:
         scope = self._ctx.function
         retained = self._retained.get(scope, _NO_FORWARDS) if modules is None else _NO_FORWARDS
         if modules is not None and not modules or modules is None and not retained:
             return
-        step = Step(node, serial, modules, retained, self._ctx.statement, path)
+        step = Step(node, serial, modules, retained, self._ctx.statement, path, overwrites)
         self._steps.setdefault(scope, []).append(step)
         for loop in self._loops:
             if loop.scope is scope:

@@ -194,7 +194,7 @@ class SavedTensorInplace(SavedTensors, Rule):
             stepped = stepped.rpartition(":")[2]  # (a callee's own name for it: ``effects.py``)
             # (the event at the end of the path: an optimizer step, or a `load_state_dict` copy)
             event = step.path[-1].node if step.path else step.node
-            overwrite = type(event) is cst.Call and type(event.func) is cst.Attribute \
+            overwrite = step.overwrites or type(event) is cst.Call and type(event.func) is cst.Attribute \
                 and event.func.attr.value in PARAMETER_OVERWRITING_METHODS
             advice = ("load the state after every backward() through the graph, or compute the loss again after loading"
                       if overwrite else "call step() after every backward() through the graph, or compute the loss "
