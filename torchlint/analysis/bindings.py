@@ -31,18 +31,19 @@ _USED_AS_MODULE = frozenset({"used-as-module"})
 _PARAMETER_TAGS = frozenset({"param"})
 
 
+def _binding_table(body: cst.CSTNode) -> BindingTable:
+    collector = BindingCollector()
+    scan(body, collector)
+    return BindingTable(collector)
+
+
 class BindingState:
     """Mixin of ``Analyzer`` (uses its ``scope``, ``value_of``, ``loops``, ``grad_mode`` ...)."""
 
     def binding_table(self, body: cst.CSTNode) -> BindingTable:
         """What the statements of ``body`` (a function's body, the module, a loop, a statement)
-        bind, nested functions and classes excluded: walked once per body and file."""
-        known = self._binding_tables.get(id(body))
-        if known is None or known[0] is not body:
-            collector = BindingCollector()
-            scan(body, collector)
-            known = self._binding_tables[id(body)] = (body, BindingTable(collector))
-        return known[1]
+        bind, nested functions and classes excluded: walked once per body (``memo.py``)."""
+        return self.memo.get("bindings", body, _binding_table)
 
     def scope_bindings(self) -> BindingTable:
         """The ``binding_table`` of the function (or module) the analysis is in."""
