@@ -393,10 +393,12 @@ def _lint_source(
     memo = getattr(build, "memo", None)
     diagnostics = _analyse(module, source, checks, options, memo) if checks else []
     if not diagnostics and not audits:
+        if memo is not None:
+            memo.sweep()  # complete: what this version did not ask about is an older version's
         return LintResult([], module, parsed=True)
     # A builder that assembled the tree from statements may know where they start.
     known_starts = getattr(build, "statement_starts", None)
-    positions = ModulePositions(module, source, known_starts(module) if known_starts is not None else None)
+    positions = ModulePositions(module, source, known_starts(module) if known_starts is not None else None, memo)
     lines = NoqaLines(source)
     used: set[Use] = set()
     findings = _position(diagnostics, positions, lines if respect_noqa else None, used)
@@ -405,6 +407,8 @@ def _lint_source(
         audit_diagnostics = run_audits(audits, module, positions, used, enabled, options)
         findings += _position(audit_diagnostics, positions, lines, set())
     findings.sort(key=lambda f: (f.line, f.col, f.code))
+    if memo is not None:
+        memo.sweep()
     return LintResult(findings, module, parsed=True)
 
 
@@ -513,8 +517,6 @@ def _analyse(
         analyzer.run()
     except RecursionError:
         raise SourceError("too deeply nested to analyse") from None
-    if memo is not None:
-        memo.sweep()  # complete: what this version did not ask about is an older version's
     return [d for d in sink if d.when is None or d.when()]
 
 
