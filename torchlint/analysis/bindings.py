@@ -128,16 +128,16 @@ class BindingState:
             self._rebind_dict(key, replace(held, tags=held.tags - {"empty"}))  # type: ignore[arg-type]
 
     def _bind_target(self, target: cst.BaseExpression, value: Value, value_node: cst.BaseExpression | None) -> None:
-        if isinstance(target, (cst.Tuple, cst.List)):
+        if type(target) in (cst.Tuple, cst.List):
             elements = [e.value for e in target.elements]
-            if isinstance(value_node, (cst.Tuple, cst.List)) and len(value_node.elements) == len(elements):
+            if type(value_node) in (cst.Tuple, cst.List) and len(value_node.elements) == len(elements):
                 for sub_target, sub_value in zip(elements, value_node.elements):
                     self._bind_target(sub_target, self.value_of(sub_value.value), sub_value.value)
             elif value.items is not None and len(value.items) == len(elements):
                 for sub_target, item in zip(elements, value.items):
                     self._bind_target(sub_target, item, None)
             elif type(value_node) is cst.Call and "model-output" in value.tags and not any(
-                isinstance(e, cst.StarredElement) for e in target.elements
+                type(e) is cst.StarredElement for e in target.elements
             ):
                 for position, sub_target in enumerate(elements):  # `validity, label = discriminator(x)`
                     self._bind_target(sub_target, self.output_item(value_node, position, sub_target), None)
@@ -146,10 +146,10 @@ class BindingState:
                 for sub_target in elements:
                     self._bind_target(sub_target, element, None)
             return
-        if isinstance(target, cst.StarredElement):
+        if type(target) is cst.StarredElement:
             self._bind_target(target.value, UNKNOWN, None)
             return
-        if isinstance(target, cst.Subscript):
+        if type(target) is cst.Subscript:
             self._bind_entry(target, value)
             return
         key = dotted_name(target)
