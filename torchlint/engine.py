@@ -99,7 +99,10 @@ def parse(source: str, build: Build | None = None) -> cst.Module:
         raise SourceError(too_large(len(source)))
     # A builder that parses a document again and again may know which parts CPython accepted.
     accepts = getattr(build, "accepts", None)
-    rejected = _check_nesting(source) if accepts is None else accepts(source, _check_nesting, _each_passes_nesting_check)
+    if accepts is None:
+        rejected = _check_nesting(source)
+    else:
+        rejected = accepts(source, _check_nesting, _each_passes_nesting_check)
     try:
         if rejected is None:
             with _node_validation_skipped():  # CPython accepted it: libcst's checks would pass

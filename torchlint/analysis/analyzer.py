@@ -45,8 +45,8 @@ from torchlint.analysis.flow import Flow
 from torchlint.analysis.functions import Functions, _GradReadCollector
 from torchlint.analysis.grad_modes import GradModes
 from torchlint.analysis.importers import ProjectCall
-from torchlint.analysis.memo import NodeMemo
 from torchlint.analysis.loop_graph import LoopGraph, body_graph, loop_graph
+from torchlint.analysis.memo import NodeMemo
 from torchlint.analysis.module_graph import ModuleGraph
 from torchlint.analysis.names import TORCH_IMPORT, ImportTable, keyword_arg, positional_args
 from torchlint.analysis.project import ProjectClass, ProjectFunction, ProjectImports, ProjectObject
