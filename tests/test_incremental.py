@@ -154,3 +154,57 @@ def test_an_interrupted_parse_keeps_the_chunks_it_parsed(monkeypatch: pytest.Mon
             parser(source)
     assert_same_tree(parser, "# changed\n" + source)
     assert parser.reused == 3  # the first chunk changed; the second to fourth were parsed before
+
+
+# ---------------------------------------------------------------- what CPython accepts, by chunks
+def parse_outcome(source: str, build=None) -> object:
+    """``engine.parse``'s tree, or its error (message, line, column)."""
+    try:
+        return engine.parse(source, build)
+    except engine.SourceError as error:
+        return (str(error), error.line, error.col)
+
+
+BASE = "import torch\n\n\ndef f(x):\n    return x\n\n\ny = f(1)\n\n\ndef g():\n    pass\n"
+DEEP = "z = " + "-" * (engine.MAX_NESTING + 20) + "1\n"
+
+
+@pytest.mark.parametrize(
+    "version",
+    [
+        BASE.replace("def g():", 'x = """\ndef g():'),  # a chunk seen accepted is now inside a string
+        BASE.replace("y = f(1)", "y = f(1\n"),  # an open bracket: the next chunks are inside it
+        BASE.replace("y = f(1)", "y = (\n"),
+        BASE + DEEP,  # a new chunk nested too deeply
+        BASE.replace("y = f(1)", DEEP.rstrip("\n")),
+        BASE.replace("y = f(1)", "y = 1\nglobal y"),  # ties two statements together
+        BASE.replace("def g():\n    pass", "def g():\npass"),  # an indentation error
+        BASE.replace("y = f(1)", "y = f(1))"),
+        BASE + "\n" + "import os\nfrom __future__ import annotations\n",
+        "# changed\n" + BASE,
+        BASE.replace("return x", "return x.grad"),
+    ],
+)
+def test_chunks_seen_accepted_tell_what_cpython_accepts_as_the_whole_source_does(version: str):
+    parser = IncrementalParser()
+    for source in (BASE, version, BASE, version + "w = 2\n"):
+        with_parser, whole = parse_outcome(source, parser), parse_outcome(source)
+        if isinstance(whole, cst.Module):
+            assert isinstance(with_parser, cst.Module) and with_parser.deep_equals(whole)
+        else:
+            assert with_parser == whole, source
+
+
+def test_only_the_chunks_not_seen_accepted_are_checked(monkeypatch: pytest.MonkeyPatch):
+    checked: list[str] = []
+    each = engine._each_passes_nesting_check
+
+    def recording(texts):
+        checked.extend(texts)
+        return each(texts)
+
+    monkeypatch.setattr(engine, "_each_passes_nesting_check", recording)
+    parser = IncrementalParser()
+    engine.parse(BASE, parser)  # a first version: checked whole
+    engine.parse(BASE.replace("y = f(1)", "y = f(2)"), parser)
+    assert checked == ["\n\ny = f(2)\n"]  # a chunk takes the blank lines above it

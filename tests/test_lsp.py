@@ -336,6 +336,29 @@ async def test_a_burst_of_changes_is_linted_once(client: LanguageClient, workspa
     assert [d.code for d in await next_diagnostics(client, uri)] == ["TL002"]
 
 
+@lsp
+async def test_diagnostics_follow_edits_that_add_and_remove_findings(client: LanguageClient, workspace: Path):
+    # The worker keeps what it found out about the statements an edit left alone (their
+    # parse, facts of their subtrees: ``analysis/memo.py``); the findings in them still follow
+    # the edits elsewhere (a call site, a flag), and are those of a whole lint of each text.
+    from test_memo import EDITS, SOURCE
+
+    from torchlint.lsp.program import Program, analyse
+    from torchlint.settings import Settings
+
+    path = workspace / "follows.py"
+    found = [await open_file(client, path, SOURCE)]
+    for version, text in enumerate([*EDITS, *EDITS[::-1]], start=2):
+        found.append(await change_file(client, path.as_uri(), version, text))
+        whole = analyse(Program.of_file(str(path), path.as_uri(), text), Settings()).findings
+        assert sorted((d.range.start.line + 1, str(d.code)) for d in found[-1]) == sorted(
+            (finding.line, finding.code) for finding in whole
+        ), text
+    lines = [sorted((d.range.start.line, str(d.code)) for d in diagnostics) for diagnostics in found[:6]]
+    assert lines[0] == [(4, "TL002"), (10, "TL008")]
+    assert lines[1:6] == [[(10, "TL008")], lines[0], [(4, "TL002")], [(5, "TL002"), (11, "TL008")], [(10, "TL008")]]
+
+
 # ---------------------------------------------------------------- notebooks
 def change_notebook(client: LanguageClient, notebook_uri: str, version: int, cells: types.NotebookDocumentCellChanges) -> None:
     client.notebook_document_did_change(

@@ -20,6 +20,7 @@ from libcst.metadata import CodeRange
 
 from torchlint import interrupt
 from torchlint.analysis import Analyzer
+from torchlint.analysis.memo import NodeMemo
 from torchlint.analysis.project import ProjectImports
 from torchlint.analysis.positions import ModulePositions
 from torchlint.analysis.walk import children
@@ -96,7 +97,12 @@ Build = Callable[[str], cst.Module]
 def parse(source: str, build: Build | None = None) -> cst.Module:
     if len(source) > MAX_SOURCE_BYTES:  # memory: libcst needs ~250 bytes per character
         raise SourceError(too_large(len(source)))
-    rejected = _check_nesting(source)
+    # A builder that parses a document again and again may know which parts CPython accepted.
+    accepts = getattr(build, "accepts", None)
+    if accepts is None:
+        rejected = _check_nesting(source)
+    else:
+        rejected = accepts(source, _check_nesting, _each_passes_nesting_check)
     try:
         if rejected is None:
             with _node_validation_skipped():  # CPython accepted it: libcst's checks would pass
@@ -171,17 +177,39 @@ def _check_nesting(source: str) -> SyntaxError | None:
             return SyntaxError(str(error))
         if tree is not None and _depth(tree) > MAX_NESTING:
             raise SourceError(_DEEPER_THAN_MAX)
-        # ``a and b and c`` is one node in CPython's tree but a nested chain in libcst's.  Each
-        # word ``and``/``or`` is a distinct occurrence of the substring: counting those first
-        # (C speed) bounds the regex's count from above.
-        if (
-            source.count("and") + source.count("or") > MAX_NESTING
-            and len(_BOOLEAN_OPERATOR.findall(source)) > MAX_NESTING
-        ) and any(
-            isinstance(node, ast.BoolOp) and len(node.values) > MAX_NESTING for node in ast.walk(tree or ast.parse(source))
-        ):
+        if _boolean_chain_too_long(source, tree):
             raise SourceError(_DEEPER_THAN_MAX)
     return None
+
+
+def _boolean_chain_too_long(source: str, tree: ast.AST | None) -> bool:
+    """``a and b and c`` is one node in CPython's tree but a nested chain in libcst's.  Each
+    word ``and``/``or`` is a distinct occurrence of the substring: counting those first
+    (C speed) bounds the regex's count from above."""
+    return (
+        source.count("and") + source.count("or") > MAX_NESTING
+        and len(_BOOLEAN_OPERATOR.findall(source)) > MAX_NESTING
+    ) and any(
+        isinstance(node, ast.BoolOp) and len(node.values) > MAX_NESTING for node in ast.walk(tree or ast.parse(source))
+    )
+
+
+def _each_passes_nesting_check(texts: Sequence[str]) -> bool:
+    """Whether ``_check_nesting`` accepts each of ``texts`` (returns None, raises nothing),
+    for the price of one of its threads: the parts of a source a builder saw change
+    (``IncrementalParser.accepts``)."""
+    if not texts:
+        return True
+    with _gc_paused():
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                if not _compiler_measures_depth():
+                    return False  # (the whole source is checked then)
+                _compile_within_depth(*texts)
+        except (RecursionError, MemoryError, SyntaxError, ValueError):
+            return False
+        return not any(_boolean_chain_too_long(text, None) for text in texts)
 
 
 # CPython's compiler (3.11, 3.12) checks its recursion against the interpreter's limit,
@@ -193,8 +221,9 @@ def _check_nesting(source: str) -> SyntaxError | None:
 _COMPILER_LEVELS_PER_FRAME = 3
 
 
-def _compile_within_depth(source: str) -> None:
-    """Build ``source``'s symbol table: RecursionError if nested deeper than about ``MAX_NESTING``.
+def _compile_within_depth(*sources: str) -> None:
+    """Build each source's symbol table: RecursionError if nested deeper than about
+    ``MAX_NESTING`` (the first error met is raised).
 
     In a new thread, whose recursion depth is known exactly (the caller's may include
     C levels that its frames do not show); the caller waits meanwhile.
@@ -205,7 +234,8 @@ def _compile_within_depth(source: str) -> None:
         previous = sys.getrecursionlimit()
         try:
             sys.setrecursionlimit(_frame_depth() + MAX_NESTING // _COMPILER_LEVELS_PER_FRAME + 1)
-            symtable.symtable(source, "<torchlint>", "exec")
+            for source in sources:
+                symtable.symtable(source, "<torchlint>", "exec")
         except BaseException as error:  # re-raised in the calling thread
             outcome.append(error)
         finally:
@@ -362,12 +392,16 @@ def _lint_source(
             raise
         return _lint_retabbed(source, retabbed, rules, options, respect_noqa)
     interrupt.check()  # the language server's worker: a newer text came while parsing this one
-    diagnostics = _analyse(module, source, checks, options) if checks else []
+    # A builder that reuses an earlier version's statements keeps the facts of their subtrees.
+    memo = getattr(build, "memo", None)
+    diagnostics = _analyse(module, source, checks, options, memo) if checks else []
     if not diagnostics and not audits:
+        if memo is not None:
+            memo.sweep()  # complete: what this version did not ask about is an older version's
         return LintResult([], module, parsed=True)
     # A builder that assembled the tree from statements may know where they start.
     known_starts = getattr(build, "statement_starts", None)
-    positions = ModulePositions(module, source, known_starts(module) if known_starts is not None else None)
+    positions = ModulePositions(module, source, known_starts(module) if known_starts is not None else None, memo)
     lines = NoqaLines(source)
     used: set[Use] = set()
     findings = _position(diagnostics, positions, lines if respect_noqa else None, used)
@@ -376,6 +410,8 @@ def _lint_source(
         audit_diagnostics = run_audits(audits, module, positions, used, enabled, options)
         findings += _position(audit_diagnostics, positions, lines, set())
     findings.sort(key=lambda f: (f.line, f.col, f.code))
+    if memo is not None:
+        memo.sweep()
     return LintResult(findings, module, parsed=True)
 
 
@@ -474,8 +510,10 @@ def _position(
     return findings
 
 
-def _analyse(module: cst.Module, source: str, rules: Sequence[type[Rule]], options: RuleOptions) -> list[Diagnostic]:
-    analyzer = Analyzer(module, source, ProjectImports.current())
+def _analyse(
+    module: cst.Module, source: str, rules: Sequence[type[Rule]], options: RuleOptions, memo: NodeMemo | None = None
+) -> list[Diagnostic]:
+    analyzer = Analyzer(module, source, ProjectImports.current(), memo)
     sink: list[Diagnostic] = []
     analyzer.attach(rule(analyzer, sink, options) for rule in rules)
     try:

@@ -29,11 +29,14 @@ whole parse over edits of real files.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 import libcst as cst
 
 from torchlint import interrupt
+from torchlint.analysis.memo import NodeMemo
 from torchlint.textdiff import line_starts
 
 # Lines that start at column 0 but cannot start a statement: a compound statement's
@@ -44,6 +47,7 @@ _BLANK_OR_COMMENT = "\r\n#"
 _DEFAULT_INDENT = cst.Module([]).default_indent
 # Parsing chunks that turn out not to parse costs time: give up (parse whole) beyond this many.
 MAX_FAILED_CHUNKS = 8
+T = TypeVar("T")
 
 
 @dataclass
@@ -75,6 +79,10 @@ class IncrementalParser:
         self._unparsable: set[tuple[bool, str]] = set()
         self.reused = self.parsed = self.failed = 0  # chunks, in the last call (measurements, tests)
         self._built: tuple[cst.Module, list[int | None]] | None = None  # the last module assembled
+        self._accepted: set[str] = set()  # texts of chunks known accepted on their own (``accepts``)
+        self._checked: str | None = None  # the last source ``accepts`` had checked whole and accepted
+        # Facts of the nodes it hands out, kept while the next versions reuse them (``analysis/memo.py``).
+        self.memo = NodeMemo()
 
     def __call__(self, source: str) -> cst.Module:
         cuts = chunk_starts(source)
@@ -88,6 +96,40 @@ class IncrementalParser:
         module, starts = assembled
         self._built = (module, starts)
         return module
+
+    def accepts(
+        self, source: str, check: Callable[[str], T], each_accepted: Callable[[Sequence[str]], bool]
+    ) -> T | None:
+        """``check(source)``, where ``check`` tells whether CPython's parser accepts a text (the
+        engine's nesting check: None when it does; it may raise), worked out from the chunks
+        this parser has not seen accepted before when it can: ``each_accepted(texts)`` tells
+        whether ``check`` accepts each of several texts (at once: faster than one by one).
+
+        A source made of chunks each accepted on its own is accepted (each chunk is a run of
+        whole statements starting at column 0 and ending at a line's end outside any bracket
+        or string, as the chunks that parse on their own are: see the module's docstring),
+        except for what ties a module's statements together: ``from __future__`` imports
+        (first in the file) and module-level ``global`` statements (after the name's uses); a
+        source that mentions either is checked whole, and so is a source whose new chunks are
+        not each accepted (the answer, a syntax error's line ..., is then the source's).  The
+        chunks known accepted are those checked on their own, and those of a source ``check``
+        accepted whole that this parser then parsed on their own (``_assemble``)."""
+        self._checked = None
+        cuts = chunk_starts(source)
+        if len(cuts) == 1 or "__future__" in source or "global" in source:
+            self._accepted = set()
+            return check(source)
+        ends = [offset for offset, _ in cuts[1:]] + [len(source)]
+        texts = [source[start:end] for (start, _), end in zip(cuts, ends)]
+        new = [text for text in texts if text not in self._accepted]
+        if len(new) < len(texts) and each_accepted(new):
+            self._accepted = set(texts)
+            return None
+        self._accepted = set()
+        answer = check(source)
+        if answer is None:
+            self._checked = source
+        return answer
 
     def statement_starts(self, module: cst.Module) -> list[int | None] | None:
         """The first line (1-based, leading lines included) of each of ``module.body``'s
@@ -128,6 +170,8 @@ class IncrementalParser:
         if start != len(source):  # the last chunks do not parse on their own
             return None
         self._chunks, self._unparsable = kept, unparsable
+        if self._checked == source:  # accepted whole: so is each of its statement runs on its own
+            self._accepted = {text for _, text in kept}
         module = _module_of(chunks)
         return (module, starts) if module is not None else None
 

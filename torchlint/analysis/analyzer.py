@@ -46,13 +46,14 @@ from torchlint.analysis.functions import Functions, _GradReadCollector
 from torchlint.analysis.grad_modes import GradModes
 from torchlint.analysis.importers import ProjectCall
 from torchlint.analysis.loop_graph import LoopGraph, body_graph, loop_graph
+from torchlint.analysis.memo import NodeMemo
 from torchlint.analysis.module_graph import ModuleGraph
 from torchlint.analysis.names import TORCH_IMPORT, ImportTable, keyword_arg, positional_args
 from torchlint.analysis.project import ProjectClass, ProjectFunction, ProjectImports, ProjectObject
-from torchlint.analysis.scopes import ENABLED, BindingTable, FunctionInfo, GradMode, Scope
+from torchlint.analysis.scopes import ENABLED, FunctionInfo, GradMode, Scope
 from torchlint.analysis.uses import ValueFlow
 from torchlint.analysis.values import TORCH_NAME, Kind, Value, torch_name_of
-from torchlint.analysis.walk import Walker
+from torchlint.analysis.walk import Walker, scan
 
 if TYPE_CHECKING:
     from torchlint.rule import Rule
@@ -80,6 +81,13 @@ def _other_framework_only(source: str) -> bool:
     return bool(_OWN_AUTOGRAD_IMPORT.search(source))
 
 
+def _grad_reads(statement: cst.CSTNode) -> frozenset[str]:
+    """The names whose ``.grad`` ``statement`` reads (the functions it defines aside)."""
+    collector = _GradReadCollector()
+    scan(statement, collector)
+    return frozenset(collector.names)
+
+
 class Analyzer(Dispatch, Functions, BindingState, ControlFlow, GradModes, Evaluation, cst.CSTVisitor):
     """Tracks program state and dispatches libcst visits to the enabled rules.
 
@@ -87,9 +95,13 @@ class Analyzer(Dispatch, Functions, BindingState, ControlFlow, GradModes, Evalua
     questions rules may ask; everything starting with ``_`` is bookkeeping.
     """
 
-    def __init__(self, module: cst.Module, source: str, project: ProjectImports | None = None) -> None:
+    def __init__(
+        self, module: cst.Module, source: str, project: ProjectImports | None = None, memo: NodeMemo | None = None
+    ) -> None:
         self.module = module
         self.source = source
+        # Facts of subtrees (``memo.py``): the language server's worker keeps them across versions.
+        self.memo = NodeMemo() if memo is None else memo
         self.imports = ImportTable()
         # What the file imports from its own project (``project.py``); None: no project lookups.
         self.project = project
@@ -107,7 +119,7 @@ class Analyzer(Dispatch, Functions, BindingState, ControlFlow, GradModes, Evalua
         # Enclosing compound statements (if/for/while/try/with) of the current function body.
         self.compound: list[cst.CSTNode] = []
         self._grad_reads_enabled = ".grad" in source  # (and torch's: see ``run``)
-        self._grad_reads: list[set[str]] = [set()]
+        self._grad_reads: list[frozenset[str]] = [frozenset()]
         self._block_hooks: list[tuple[cst.CSTNode, list[Callable[[cst.CSTNode], None]]]] = []
         self._branch_states: list[dict[str, object]] = []
         self._comprehension_states: list[dict[str, Value]] = []
@@ -129,12 +141,10 @@ class Analyzer(Dispatch, Functions, BindingState, ControlFlow, GradModes, Evalua
         self._summarising: FunctionInfo | None = None
         self._returns: list[Value] = []
         self._value_flows: dict[int, ValueFlow] = {}  # escape analysis per region, see ``value_flow``
-        self._flows: dict[int, tuple[cst.CSTNode, Flow]] = {}
         # Which modules values went through (``module_graph.py``), tracked once a rule asks.
         self.module_graph: ModuleGraph | None = None
         # The backward() calls by loop and function (``event_index.py``), indexed once a rule asks.
         self.event_index: AutogradEventIndex | None = None
-        self._binding_tables: dict[int, tuple[cst.CSTNode, BindingTable]] = {}
         self._call_site_values: CallSiteValues | None = None  # see ``value_given_call_sites``
         # id(parameter) -> (it, its function), for parameters with a call as default left unknown.
         self._defaulted_params: dict[int, tuple[cst.Param, FunctionInfo]] = {}
@@ -154,10 +164,9 @@ class Analyzer(Dispatch, Functions, BindingState, ControlFlow, GradModes, Evalua
                 rule.finish()
             return
         if self._grad_reads_enabled:
-            collector = _GradReadCollector()
-            for statement in self.module.body:
-                self._walk(statement, collector)
-            self._grad_reads[0] = collector.names
+            self._grad_reads[0] = frozenset(
+                name for statement in self.module.body for name in self.memo.get("grad-reads", statement, _grad_reads)
+            )
         self._walk(self.module)
         for rule in self._rules:
             rule.finish()
@@ -264,10 +273,7 @@ class Analyzer(Dispatch, Functions, BindingState, ControlFlow, GradModes, Evalua
     def flow(self, root: cst.CSTNode) -> Flow:
         """Order, dominance and exits inside ``root`` (a loop: one iteration; a function: one
         call; the module), built once per root on first use (see ``analysis/flow.py``)."""
-        known = self._flows.get(id(root))
-        if known is None or known[0] is not root:
-            known = self._flows[id(root)] = (root, Flow(root))
-        return known[1]
+        return self.memo.get("flow", root, Flow)
 
     def loop_graph(self, loop: cst.For | cst.While) -> LoopGraph | None:
         """What the first two iterations of ``loop`` backpropagate through (see

@@ -31,18 +31,19 @@ _USED_AS_MODULE = frozenset({"used-as-module"})
 _PARAMETER_TAGS = frozenset({"param"})
 
 
+def _binding_table(body: cst.CSTNode) -> BindingTable:
+    collector = BindingCollector()
+    scan(body, collector)
+    return BindingTable(collector)
+
+
 class BindingState:
     """Mixin of ``Analyzer`` (uses its ``scope``, ``value_of``, ``loops``, ``grad_mode`` ...)."""
 
     def binding_table(self, body: cst.CSTNode) -> BindingTable:
         """What the statements of ``body`` (a function's body, the module, a loop, a statement)
-        bind, nested functions and classes excluded: walked once per body and file."""
-        known = self._binding_tables.get(id(body))
-        if known is None or known[0] is not body:
-            collector = BindingCollector()
-            scan(body, collector)
-            known = self._binding_tables[id(body)] = (body, BindingTable(collector))
-        return known[1]
+        bind, nested functions and classes excluded: walked once per body (``memo.py``)."""
+        return self.memo.get("bindings", body, _binding_table)
 
     def scope_bindings(self) -> BindingTable:
         """The ``binding_table`` of the function (or module) the analysis is in."""
@@ -127,16 +128,16 @@ class BindingState:
             self._rebind_dict(key, replace(held, tags=held.tags - {"empty"}))  # type: ignore[arg-type]
 
     def _bind_target(self, target: cst.BaseExpression, value: Value, value_node: cst.BaseExpression | None) -> None:
-        if isinstance(target, (cst.Tuple, cst.List)):
+        if type(target) in (cst.Tuple, cst.List):
             elements = [e.value for e in target.elements]
-            if isinstance(value_node, (cst.Tuple, cst.List)) and len(value_node.elements) == len(elements):
+            if type(value_node) in (cst.Tuple, cst.List) and len(value_node.elements) == len(elements):
                 for sub_target, sub_value in zip(elements, value_node.elements):
                     self._bind_target(sub_target, self.value_of(sub_value.value), sub_value.value)
             elif value.items is not None and len(value.items) == len(elements):
                 for sub_target, item in zip(elements, value.items):
                     self._bind_target(sub_target, item, None)
             elif type(value_node) is cst.Call and "model-output" in value.tags and not any(
-                isinstance(e, cst.StarredElement) for e in target.elements
+                type(e) is cst.StarredElement for e in target.elements
             ):
                 for position, sub_target in enumerate(elements):  # `validity, label = discriminator(x)`
                     self._bind_target(sub_target, self.output_item(value_node, position, sub_target), None)
@@ -145,10 +146,10 @@ class BindingState:
                 for sub_target in elements:
                     self._bind_target(sub_target, element, None)
             return
-        if isinstance(target, cst.StarredElement):
+        if type(target) is cst.StarredElement:
             self._bind_target(target.value, UNKNOWN, None)
             return
-        if isinstance(target, cst.Subscript):
+        if type(target) is cst.Subscript:
             self._bind_entry(target, value)
             return
         key = dotted_name(target)

@@ -190,9 +190,9 @@ def blocks_of(statement: cst.CSTNode) -> list[cst.CSTNode]:
     found: list[cst.CSTNode] = []
     for name in ("body", "orelse", "finalbody"):
         part = getattr(statement, name, None)
-        if isinstance(part, cst.If):
+        if type(part) is cst.If:
             found.extend(blocks_of(part))  # elif
-        elif isinstance(part, (cst.Else, cst.Finally)):
+        elif type(part) in (cst.Else, cst.Finally):
             found.append(part.body)
         elif isinstance(part, cst.BaseSuite):
             found.append(part)

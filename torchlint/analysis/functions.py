@@ -24,7 +24,7 @@ from torchlint.analysis.forward_sites import forward_call_count
 from torchlint.analysis.names import count_calls, count_headers, dotted_name, header_counts, names_in_class_bases
 from torchlint.analysis.scopes import UNKNOWN_MODE, ClassInfo, FunctionInfo, Scope
 from torchlint.analysis.values import UNKNOWN, Kind, Value, join
-from torchlint.analysis.walk import OwnBodyVisitor
+from torchlint.analysis.walk import OwnBodyVisitor, scan
 
 if TYPE_CHECKING:
     from torchlint.analysis.analyzer import Analyzer
@@ -63,6 +63,12 @@ class _GradReadCollector(OwnBodyVisitor):
         parameter among them must be handed in as a leaf that requires grad."""
         return self.names - self.made_to_require_grad
 
+
+
+def _assumed_leaves(body: cst.BaseSuite) -> frozenset[str]:
+    collector = _GradReadCollector()
+    scan(body, collector)
+    return frozenset(collector.assumed_leaves)
 
 
 class Functions:
@@ -160,11 +166,9 @@ class Functions:
         parent = info.parent_scope.parent if info.parent_scope.kind == "class" else info.parent_scope
         scope = Scope("function", parent, function=info, mode_stack=[info.entry_mode])
         self.scope, self.statement, self.loops, self.compound = scope, None, [], []
-        grad_reads: set[str] = set()
+        grad_reads: frozenset[str] = frozenset()
         if self._grad_reads_enabled:
-            collector = _GradReadCollector()
-            self._walk(info.node.body, collector)
-            grad_reads = collector.assumed_leaves
+            grad_reads = self.memo.get("assumed-leaves", info.node.body, _assumed_leaves)
         self._grad_reads.append(grad_reads)
         self._bind_parameters(info, grad_reads)
         self._walk(info.node.body)
@@ -173,7 +177,7 @@ class Functions:
         self.scope, self.statement, self.loops, self.compound = outer_scope, outer_statement, outer_loops, outer_compound
 
     def _bind_parameters(
-        self, info: FunctionInfo, grad_reads: set[str], passed: dict[str, Value] | None = None
+        self, info: FunctionInfo, grad_reads: frozenset[str], passed: dict[str, Value] | None = None
     ) -> None:
         params = info.node.params
         ordered = [*params.posonly_params, *params.params]
@@ -357,6 +361,7 @@ class Functions:
         if caller.qualify != caller.imports.qualify:  # the caller's file binds torch aliases
             helper.qualify = helper._qualify_through_aliases  # type: ignore[method-assign]
         helper.summaries = caller.summaries
+        helper.memo = caller.memo
         helper.summary_depth = caller.summary_depth + 1
         helper._grad_reads_enabled = caller._grad_reads_enabled
         helper._entry_mode = caller.grad_mode
@@ -375,7 +380,7 @@ class Functions:
         mode = info.decorator_mode or self._entry_mode
         self.scope = Scope("function", parent, function=info, mode_stack=[mode])
         self._summarising = info
-        self._bind_parameters(info, set(), passed)
+        self._bind_parameters(info, frozenset(), passed)
         self._walk(info.node.body)
         return summaries.join_returns(self._returns)
 

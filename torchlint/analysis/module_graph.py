@@ -663,14 +663,14 @@ class ModuleGraph:
 
     # ------------------------------------------------------------ bookkeeping
     def _set(self, target: cst.BaseExpression, forwards: frozenset[Forward], value: cst.BaseExpression | None) -> None:
-        if isinstance(target, (cst.Tuple, cst.List)):
+        if type(target) in (cst.Tuple, cst.List):
             for element in target.elements:  # a model's outputs unpacked: each carries the graph
                 self._set(element.value, forwards, None)
             return
-        if isinstance(target, cst.StarredElement):
+        if type(target) is cst.StarredElement:
             self._set(target.value, forwards, None)
             return
-        if isinstance(target, cst.Subscript):
+        if type(target) is cst.Subscript:
             if value is not None:
                 self.add(target.value, value)  # `outputs[i] = D(x)`
             return
@@ -922,32 +922,32 @@ def _is_option(arg: cst.Arg) -> bool:
 
 def value_children(expr: cst.CSTNode) -> list[cst.CSTNode]:
     """The sub-expressions whose values flow into ``expr``'s value."""
-    if isinstance(expr, cst.Call):
+    if type(expr) is cst.Call:
         func = expr.func
-        receiver = [func.value] if isinstance(func, cst.Attribute) else []
+        receiver = [func.value] if type(func) is cst.Attribute else []
         return [*receiver, *(arg.value for arg in expr.args)]
-    if isinstance(expr, cst.BinaryOperation):
+    if type(expr) is cst.BinaryOperation:
         return [expr.left, expr.right]
-    if isinstance(expr, cst.UnaryOperation):
+    if type(expr) is cst.UnaryOperation:
         return [expr.expression]
-    if isinstance(expr, cst.BooleanOperation):
+    if type(expr) is cst.BooleanOperation:
         return [expr.left, expr.right]
-    if isinstance(expr, cst.Comparison):
+    if type(expr) is cst.Comparison:
         return [expr.left, *(target.comparator for target in expr.comparisons)]
-    if isinstance(expr, cst.IfExp):
+    if type(expr) is cst.IfExp:
         return [expr.body, expr.orelse]
-    if isinstance(expr, cst.Subscript):
+    if type(expr) is cst.Subscript:
         return [expr.value]
-    if isinstance(expr, cst.Attribute):
+    if type(expr) is cst.Attribute:
         return [expr.value]
-    if isinstance(expr, (cst.List, cst.Tuple, cst.Set)):
+    if type(expr) in (cst.List, cst.Tuple, cst.Set):
         return [element.value for element in expr.elements]
-    if isinstance(expr, cst.Dict):
+    if type(expr) is cst.Dict:
         return [element.value for element in expr.elements]
-    if isinstance(expr, (cst.ListComp, cst.SetComp, cst.GeneratorExp)):
+    if type(expr) in (cst.ListComp, cst.SetComp, cst.GeneratorExp):
         return [expr.elt, expr.for_in.iter]
-    if isinstance(expr, (cst.StarredElement, cst.Await)):
-        return [expr.value if isinstance(expr, cst.StarredElement) else expr.expression]
+    if type(expr) in (cst.StarredElement, cst.Await):
+        return [expr.value if type(expr) is cst.StarredElement else expr.expression]
     return []
 
 

@@ -29,6 +29,8 @@ import libcst as cst
 from libcst._nodes.internal import CodegenState
 from libcst.metadata import CodePosition, CodeRange
 
+from torchlint.analysis.memo import NodeMemo
+
 _NEWLINE = re.compile(r"\r\n?|\n")  # libcst's NEWLINE_RE
 
 # id(node) -> (node, (start line, start column), (end line, end column))
@@ -70,10 +72,22 @@ class ModulePositions(Mapping[cst.CSTNode, CodeRange]):
     """``node_positions(module)``, computed lazily: ``at(node, near)`` generates only the
     top-level statement (or header/footer line) that holds ``near``."""
 
-    def __init__(self, module: cst.Module, source: str, body_starts: Sequence[int | None] | None = None) -> None:
+    def __init__(
+        self,
+        module: cst.Module,
+        source: str,
+        body_starts: Sequence[int | None] | None = None,
+        memo: NodeMemo | None = None,
+    ) -> None:
         """``body_starts``: the first line of each top-level statement, when the caller knows
-        them (``statement_starts`` otherwise finds them; a wrong one only costs time)."""
+        them (``statement_starts`` otherwise finds them; a wrong one only costs time).
+        ``memo``: where the code of each statement generated, and its nodes' positions from
+        its first line, are kept (``memo.py``: a statement the next version reuses is not
+        generated again)."""
         self._module = module
+        self._memo = memo
+        # The pieces generated with the memo: index -> (their spans from line 1, lines to add).
+        self._shifted: dict[int, tuple[_Spans, int]] = {}
         self._body_starts = body_starts
         self._source = source
         self._pieces: list[cst.CSTNode] = [*module.header, *module.body, *module.footer]
@@ -93,6 +107,8 @@ class ModulePositions(Mapping[cst.CSTNode, CodeRange]):
             if piece is not None and piece not in self._generated:
                 self._generate(piece)
             entry = self._spans.get(id(node))
+            if (entry is None or entry[0] is not node) and self._shifted:
+                entry = self._shifted_entry(node, piece)
         if entry is None or entry[0] is not node:
             return self._from_whole_module(node)
         _, start, end = entry
@@ -129,7 +145,12 @@ class ModulePositions(Mapping[cst.CSTNode, CodeRange]):
 
     def _piece_of(self, near: cst.CSTNode) -> int | None:
         if self._owners is None:
-            self._owners = _statement_owners(self._pieces)
+            if self._memo is None:
+                self._owners = _statement_owners(self._pieces)
+            else:
+                self._owners = owners = {}
+                for index, piece in enumerate(self._pieces):
+                    owners.update(dict.fromkeys(self._memo.get("statement ids", piece, _statement_ids), index))
         return self._owners.get(id(near))
 
     def _generate(self, piece: int) -> None:
@@ -137,15 +158,34 @@ class ModulePositions(Mapping[cst.CSTNode, CodeRange]):
         start = self._piece_start(piece)
         if start is None:
             return
-        state = _PositionState(self._module.default_indent, self._module.default_newline)
-        state.line = start
-        self._pieces[piece]._codegen(state)
-        code = "".join(state.tokens)
-        if piece == len(self._pieces) - 1 and not self._module.has_trailing_newline:
-            code = code[: len(code) - len(state.tokens[-1])] if state.tokens else code
+        module = self._module
+        if self._memo is None:
+            code, last, spans = _piece_code(self._pieces[piece], module.default_indent, module.default_newline, start)
+        else:
+            kind = f"positions {module.default_indent!r} {module.default_newline!r}"
+            code, last, spans = self._memo.get(
+                kind, self._pieces[piece], lambda node: _piece_code(node, module.default_indent, module.default_newline)
+            )
+        if piece == len(self._pieces) - 1 and not module.has_trailing_newline:
+            code = code[: len(code) - last]
         offsets = self._offsets()
         if start <= len(offsets) and self._source.startswith(code, offsets[start - 1]):
-            self._spans.update(state.spans)  # else: a wrong start; the whole module decides
+            if self._memo is None:  # else: a wrong start; the whole module decides
+                self._spans.update(spans)
+            else:
+                self._shifted[piece] = (spans, start - 1)
+
+    def _shifted_entry(
+        self, node: cst.CSTNode, piece: int | None
+    ) -> tuple[cst.CSTNode, tuple[int, int], tuple[int, int]] | None:
+        """``node``'s span in a piece generated with the memo: ``piece`` first, then the others."""
+        first = self._shifted.get(piece) if piece is not None else None
+        for spans, lines in self._shifted.values() if first is None else (first, *self._shifted.values()):
+            entry = spans.get(id(node))
+            if entry is not None and entry[0] is node:
+                _, (line, column), (end_line, end_column) = entry
+                return node, (line + lines, column), (end_line + lines, end_column)
+        return None
 
     def _offsets(self) -> list[int]:
         """The offset in the source at which each line starts."""
@@ -167,6 +207,17 @@ class ModulePositions(Mapping[cst.CSTNode, CodeRange]):
         lines = len(offsets) - 1 if self._source.endswith(("\n", "\r")) or not self._source else len(offsets)
         starts += [lines - footer + 1 + index for index in range(footer)]
         return starts
+
+
+def _piece_code(
+    piece: cst.CSTNode, default_indent: str, default_newline: str, start: int = 1
+) -> tuple[str, int, _Spans]:
+    """A top-level piece's code (generated from line ``start``), the length of its last token,
+    and its nodes' positions."""
+    state = _PositionState(default_indent, default_newline)
+    state.line = start
+    piece._codegen(state)
+    return "".join(state.tokens), len(state.tokens[-1]) if state.tokens else 0, state.spans
 
 
 def statement_starts(body: Sequence[cst.BaseStatement], source: str) -> list[int | None]:
@@ -222,23 +273,30 @@ def _statement_owners(pieces: Sequence[cst.CSTNode]) -> dict[int, int]:
     """id of every statement line, compound statement and block (and header/footer line)
     -> the index of the piece it is in."""
     owners: dict[int, int] = {}
-    simple = (cst.SimpleStatementLine, cst.EmptyLine)
     for index, piece in enumerate(pieces):
-        stack = [piece]
-        while stack:
-            node = stack.pop()
-            owners[id(node)] = index
-            if type(node) in simple:
-                for small in getattr(node, "body", ()):
-                    owners[id(small)] = index
-                continue
-            for name in _nesting_fields(type(node)):
-                value = getattr(node, name)
-                if type(value) in (tuple, list):
-                    stack.extend(value)
-                elif value is not None and not isinstance(value, cst.MaybeSentinel):
-                    stack.append(value)
+        owners.update(dict.fromkeys(_statement_ids(piece), index))
     return owners
+
+
+def _statement_ids(piece: cst.CSTNode) -> list[int]:
+    """The ids of the statement lines, compound statements and blocks of a piece (itself included)."""
+    ids: list[int] = []
+    simple = (cst.SimpleStatementLine, cst.EmptyLine)
+    stack = [piece]
+    while stack:
+        node = stack.pop()
+        ids.append(id(node))
+        if type(node) in simple:
+            for small in getattr(node, "body", ()):
+                ids.append(id(small))
+            continue
+        for name in _nesting_fields(type(node)):
+            value = getattr(node, name)
+            if type(value) in (tuple, list):
+                stack.extend(value)
+            elif value is not None and not isinstance(value, cst.MaybeSentinel):
+                stack.append(value)
+    return ids
 
 
 class _PositionState(CodegenState):

@@ -182,12 +182,12 @@ class TensorIdentities:
 
     def unbind(self, target: cst.CSTNode | None) -> None:
         """``target`` is rebound to something not followed (a loop target, ``del``, ``as`` names)."""
-        if isinstance(target, (cst.Tuple, cst.List)):
+        if type(target) in (cst.Tuple, cst.List):
             for element in target.elements:
                 self.unbind(element.value)
-        elif isinstance(target, cst.StarredElement):
+        elif type(target) is cst.StarredElement:
             self.unbind(target.value)
-        elif isinstance(target, (cst.Name, cst.Attribute)):
+        elif type(target) in (cst.Name, cst.Attribute):
             key = dotted_name(target)
             if key is not None:
                 self._bound.pop((self._ctx.function, key), None)

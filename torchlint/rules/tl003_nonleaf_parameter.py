@@ -122,14 +122,14 @@ class NonleafParameter(Rule):
         node = value
         depth = 0
         while True:
-            if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute):
+            if type(node) is cst.Call and type(node.func) is cst.Attribute:
                 method = node.func.attr.value
                 if depth > 0 and method == "requires_grad_":
                     return node if self._is_leaf_creation(node) else None
                 if method not in CONVERSION_METHODS and method not in RESHAPING_METHODS:
                     return node if depth > 0 and self._is_leaf_creation(node) else None
                 node = node.func.value
-            elif isinstance(node, cst.BinaryOperation):
+            elif type(node) is cst.BinaryOperation:
                 left, right = self.ctx.value_of(node.left), self.ctx.value_of(node.right)
                 if left.kind is Kind.NUMBER:
                     node = node.right
@@ -137,7 +137,7 @@ class NonleafParameter(Rule):
                     node = node.left
                 else:
                     return None
-            elif isinstance(node, cst.Call):
+            elif type(node) is cst.Call:
                 return node if depth > 0 and self._is_leaf_creation(node) else None
             else:
                 return None
@@ -348,10 +348,10 @@ def _param_group_params(element: cst.BaseExpression) -> cst.BaseExpression | Non
 
 def _comprehension_of(value: cst.BaseExpression) -> cst.ListComp | cst.GeneratorExp | None:
     """``[e for ...]``, or ``list(e for ...)`` / ``tuple(e for ...)``: the comprehension making its elements."""
-    if isinstance(value, cst.Call) and isinstance(value.func, cst.Name) and value.func.value in ("list", "tuple"):
+    if type(value) is cst.Call and type(value.func) is cst.Name and value.func.value in ("list", "tuple"):
         if len(value.args) == 1 and value.args[0].keyword is None:
             value = value.args[0].value
-    return value if isinstance(value, (cst.ListComp, cst.GeneratorExp)) else None
+    return value if type(value) in (cst.ListComp, cst.GeneratorExp) else None
 
 
 def _repeats_inner_moves(value: cst.BaseExpression, creation: cst.Call) -> bool:

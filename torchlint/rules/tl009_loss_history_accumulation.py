@@ -85,11 +85,11 @@ class LossHistoryAccumulation(Rule):
         return key, self._bindings.get((id(self.ctx.function), key), 0)
 
     def _rebind(self, target: cst.BaseExpression) -> None:
-        if isinstance(target, (cst.Tuple, cst.List)):
+        if type(target) in (cst.Tuple, cst.List):
             for element in target.elements:
                 self._rebind(element.value)
             return
-        if isinstance(target, cst.StarredElement):
+        if type(target) is cst.StarredElement:
             self._rebind(target.value)
             return
         key = dotted_name(target)
