@@ -23,7 +23,7 @@ from torchlint.analysis.call_sites import CallSiteValues
 from torchlint.analysis.forward_sites import forward_call_count
 from torchlint.analysis.names import count_calls, count_headers, dotted_name, header_counts, names_in_class_bases
 from torchlint.analysis.scopes import UNKNOWN_MODE, ClassInfo, FunctionInfo, Scope
-from torchlint.analysis.values import UNKNOWN, Kind, Value, join
+from torchlint.analysis.values import UNKNOWN, Kind, Value, join, join_call_sites
 from torchlint.analysis.walk import OwnBodyVisitor
 
 if TYPE_CHECKING:
@@ -188,10 +188,11 @@ class Functions:
             elif name in passed:
                 value = passed[name]
                 # A module keeps the call that built it (``torch_class`` reads it); an optimizer
-                # does not: the module names in its constructor are the caller's.
+                # does not: the module names in its constructor are the caller's.  A module built
+                # from one of several classes keeps them (``alternatives``).
                 origin = value.origin if value.kind is Kind.MODULE else param
                 self.scope.bind(name, Value(value.kind, origin, value.cls, value.element, value.items,
-                                            value.tags | {"param", "from-call-sites"}))
+                                            value.tags | {"param", "from-call-sites"}, value.alternatives))
             elif name in grad_reads:
                 self.scope.bind(name, Value(Kind.LEAF, param, tags=frozenset({"param", "assumed-leaf"})))
             else:
@@ -213,9 +214,7 @@ class Functions:
             return {}  # some call sites are analysed later, or are not calls we resolve
         agreed: dict[str, Value] = {}
         for name in set.intersection(*(set(site) for site in sites if site is not None)):
-            value = sites[0][name]  # type: ignore[index]
-            for site in sites[1:]:
-                value = join(value, site[name])  # type: ignore[index]
+            value = join_call_sites([site[name] for site in sites])  # type: ignore[index]
             if value.kind in _CALL_SITE_KINDS:
                 agreed[name] = value
         agreed.update(self._defaults_no_site_passes(info, sites))  # type: ignore[arg-type]

@@ -30,7 +30,7 @@ import libcst as cst
 
 from torchlint.analysis.names import count_calls, count_headers
 from torchlint.analysis.project import package_root as _package_root
-from torchlint.analysis.values import Kind, Value, join
+from torchlint.analysis.values import Kind, Value, join_call_sites
 from torchlint.project_files import current_session, stamp
 
 if TYPE_CHECKING:
@@ -87,9 +87,7 @@ def values_from_importers(ctx: Analyzer, info: FunctionInfo) -> dict[str, Value]
         return {}
     agreed: dict[str, Value] = {}
     for name in set.intersection(*(set(site) for site in sites)):
-        value = sites[0][name]
-        for site in sites[1:]:
-            value = join(value, site[name])
+        value = join_call_sites([site[name] for site in sites])
         if value.kind in _KINDS:
             agreed[name] = value
     return {name: _as_parameter(value, info, name) for name, value in agreed.items()}
