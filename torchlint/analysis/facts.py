@@ -141,6 +141,8 @@ class ValueFacts:
 
     def torch_class(self, value: Value) -> str | None:
         """The torch class (``torch.nn.CrossEntropyLoss``) a MODULE/OPTIMIZER value was built from."""
+        if value.torch_class is not None:
+            return value.torch_class  # (built in another file)
         origin = value.origin
         if value.kind in (Kind.MODULE, Kind.OPTIMIZER) and type(origin) is cst.Call:
             return self.qualify(origin.func)  # type: ignore[attr-defined]

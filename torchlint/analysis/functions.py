@@ -20,6 +20,7 @@ import libcst as cst
 from torchlint import interrupt
 from torchlint.analysis import summaries
 from torchlint.analysis.call_sites import CallSiteValues
+from torchlint.analysis.importers import values_from_importers
 from torchlint.analysis.forward_sites import forward_call_count
 from torchlint.analysis.names import count_calls, count_headers, dotted_name, header_counts, names_in_class_bases
 from torchlint.analysis.scopes import UNKNOWN_MODE, ClassInfo, FunctionInfo, Scope
@@ -199,6 +200,8 @@ class Functions:
                 self.scope.bind(name, Value(Kind.UNKNOWN, param, tags=frozenset({"param"})))
                 if type(param.default) is cst.Call:  # (see ``default_when_never_passed``)
                     self._defaulted_params[id(param)] = (param, info)
+                elif info.cls is not None and self._summarising is None:  # (``passed_by_importers``)
+                    self._method_params[id(param)] = (param, info)
         for star in (params.star_arg, params.star_kwarg):
             if isinstance(star, cst.Param):
                 self.scope.bind(star.name.value, UNKNOWN)
@@ -282,6 +285,23 @@ class Functions:
         if not sites or any(site is None for site in sites) or len(sites) != self._sites_in_source(info):
             return None
         return self._default_value(origin, sites)  # type: ignore[arg-type]
+
+    def passed_by_importers(self, value: Value) -> Value | None:
+        """For a method's parameter's value (``self.loss_op = loss_op`` in ``add_loss_op``, read
+        as ``self.loss_op`` in another method): the module every call of the method in the files
+        importing this one passes (``model.add_loss_op(nn.NLLLoss())`` in train.py), when the
+        file never calls the method itself (``importers.py``); None otherwise."""
+        origin = value.origin
+        if type(origin) is not cst.Param or "param" not in value.tags:
+            return None
+        known = self._method_params.get(id(origin))
+        if known is None or known[0] is not origin:
+            return None
+        info = known[1]
+        passed = self._importer_values.get(id(info))
+        if passed is None:
+            passed = self._importer_values[id(info)] = values_from_importers(self, info)
+        return passed.get(origin.name.value)
 
     def _call_site_count(self, name: str, method: bool = True) -> int:
         """How many calls name the function in the source (``f(...)``, and for a ``method``

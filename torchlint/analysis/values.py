@@ -106,6 +106,10 @@ class Value:
     # from (the module calls, or the unpacking targets / subscripts of their elements), for
     # ``ValueFacts`` to ask each.  Not a field either (set by ``with_outputs``; ``replace`` drops it).
     outputs: ClassVar[tuple[cst.CSTNode, ...]] = ()
+    # For a torch module handed in from another file (``importers.py``): the torch class it was
+    # built from, qualified with that file's imports (``torch.nn.NLLLoss``).  Set by
+    # ``with_torch_class``; ``replace`` and ``join`` drop it.
+    torch_class: ClassVar[str | None] = None
 
     @property
     def requires_grad(self) -> bool:
@@ -153,6 +157,12 @@ class Value:
         """This value, known to be the output of the module calls (or elements) ``outputs``."""
         value = replace(self)
         object.__setattr__(value, "outputs", outputs)
+        return value
+
+    def with_torch_class(self, torch_class: str) -> Value:
+        """This module, built from the torch class ``torch_class`` (in another file)."""
+        value = replace(self)
+        object.__setattr__(value, "torch_class", torch_class)
         return value
 
     def tagged(self, *tags: str) -> Value:
@@ -211,12 +221,16 @@ def _joined_outputs(joined: Value, a: Value, b: Value) -> Value:
 
 def join_call_sites(values: list[Value]) -> Value:
     """The join of what several call sites pass for one parameter: a module built from
-    different classes at different sites is tagged ``CLASS_PER_CALL_SITE``."""
+    different classes at different sites is tagged ``CLASS_PER_CALL_SITE``; torch modules built
+    in other files from one torch class keep it."""
     joined = values[0]
     for value in values[1:]:
         joined = join(joined, value)
     if joined.alternatives and any(_classes(value) != _classes(values[0]) for value in values[1:]):
         return joined.tagged(CLASS_PER_CALL_SITE)
+    torch_class = values[0].torch_class
+    if torch_class is not None and joined.kind is Kind.MODULE and all(v.torch_class == torch_class for v in values):
+        return joined.with_torch_class(torch_class)  # (torch modules of one class, from other files)
     return joined
 
 

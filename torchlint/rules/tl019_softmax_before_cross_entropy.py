@@ -21,7 +21,9 @@ class SoftmaxBeforeCrossEntropy(Rule):
     name = "softmax-before-cross-entropy"
     summary = "Cross-entropy of softmax outputs (or `nll_loss` of probabilities): the loss plateaus, training stalls"
     fix_safety = FixSafety.UNSAFE
-    tokens = ("cross_entropy", "CrossEntropyLoss", "nll_loss", "NLLLoss")
+    # (A model file with a softmax head whose loss is handed in by the files importing it names
+    # no loss: ``self.loss_op(y_pred, y)``.)
+    tokens = ("cross_entropy", "CrossEntropyLoss", "nll_loss", "NLLLoss", "softmax", "Softmax")
 
     def __init__(self, *args: object, **kwargs: object) -> None:
         super().__init__(*args, **kwargs)  # type: ignore[arg-type]
@@ -37,9 +39,16 @@ class SoftmaxBeforeCrossEntropy(Rule):
             # `self.loss_func(out, y)` where `__init__(self, loss_func=nn.CrossEntropyLoss())`.
             expects = self._expected_of_default(callee)
             if expects is None:
-                return
-            default = callee.origin.default  # type: ignore[union-attr]
-            never_passed = lambda: self.ctx.default_when_never_passed(callee) is not None  # noqa: E731
+                # `self.loss_op(y_pred, y)` where `add_loss_op(self, loss_op)` is handed the loss by
+                # the files importing this one (`model.add_loss_op(nn.NLLLoss())` in train.py).
+                passed = self.ctx.passed_by_importers(callee) if callee.kind is Kind.UNKNOWN else None
+                expects = _expected_of_class(self.ctx.torch_class(passed)) if passed is not None else None
+                if expects is None:
+                    return
+                callee = passed
+            else:
+                default = callee.origin.default  # type: ignore[union-attr]
+                never_passed = lambda: self.ctx.default_when_never_passed(callee) is not None  # noqa: E731
         argument = _input_argument(node)
         if argument is None:
             return
@@ -49,7 +58,7 @@ class SoftmaxBeforeCrossEntropy(Rule):
             return
         value = self.ctx.value_of(argument)
         loss = fixes.source_of(node.func)
-        torch_class = self.ctx.torch_class(self.ctx.value_of(_module_of(node.func)))
+        torch_class = self.ctx.torch_class(callee if callee is not None else self.ctx.value_of(_module_of(node.func)))
         if default is not None:
             loss += f"` (default `{fixes.source_of(default)}`)"
         elif torch_class is not None and type(node.func) is not cst.Call:
@@ -100,12 +109,7 @@ class SoftmaxBeforeCrossEntropy(Rule):
         param = callee.origin
         if callee.kind is not Kind.UNKNOWN or type(param) is not cst.Param or type(param.default) is not cst.Call:
             return None
-        torch_class = self.ctx.qualify(param.default.func)
-        if torch_class in api.LOGIT_LOSS_MODULES:
-            return _LOGITS
-        if torch_class in api.LOG_PROBABILITY_LOSS_MODULES:
-            return _LOG_PROBABILITIES
-        return None
+        return _expected_of_class(self.ctx.qualify(param.default.func))
 
     def _report_default_loss(
         self, node: cst.Call, message: str, value: Value, argument: cst.BaseExpression, never_passed: Callable[[], bool]
@@ -146,6 +150,15 @@ class SoftmaxBeforeCrossEntropy(Rule):
         return None, None
 
 
+def _expected_of_class(torch_class: str | None) -> str | None:
+    """What a loss module of ``torch_class`` expects as input (None: no such loss)."""
+    if torch_class in api.LOGIT_LOSS_MODULES:
+        return _LOGITS
+    if torch_class in api.LOG_PROBABILITY_LOSS_MODULES:
+        return _LOG_PROBABILITIES
+    return None
+
+
 def _model_message(message: str, classes: tuple[str, ...]) -> str:
     """The message for the output of a model ending in softmax (one of ``classes``, when the
     model is built from one of several classes)."""
@@ -158,8 +171,8 @@ def _model_message(message: str, classes: tuple[str, ...]) -> str:
 
 
 def _module_of(func: cst.BaseExpression) -> cst.BaseExpression:
-    """``criterion`` for ``criterion`` and for ``criterion.forward``."""
-    if type(func) is cst.Attribute and func.attr.value == "forward":
+    """``criterion`` for ``criterion``, ``criterion.forward`` and ``criterion.__call__``."""
+    if type(func) is cst.Attribute and func.attr.value in api.MODULE_CALL_METHODS:
         return func.value
     return func
 
