@@ -24,7 +24,7 @@ from torchlint.analysis.importers import values_from_importers
 from torchlint.analysis.forward_sites import forward_call_count
 from torchlint.analysis.names import count_calls, count_headers, dotted_name, header_counts, names_in_class_bases
 from torchlint.analysis.scopes import UNKNOWN_MODE, ClassInfo, FunctionInfo, Scope
-from torchlint.analysis.values import UNKNOWN, Kind, Value, join, join_call_sites
+from torchlint.analysis.values import UNKNOWN, Kind, Value, join_call_sites
 from torchlint.analysis.walk import OwnBodyVisitor
 
 if TYPE_CHECKING:

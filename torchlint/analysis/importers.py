@@ -54,7 +54,7 @@ class ProjectCall:
     keywords: tuple[tuple[str, Value], ...]
 
     @classmethod
-    def of(cls, ctx: Analyzer, node: cst.Call, function: ProjectFunction) -> ProjectCall:
+    def of(cls, ctx: Analyzer, node: cst.Call, function: ProjectFunction | ProjectMethod) -> ProjectCall:
         if any(arg.star for arg in node.args):
             return cls(function, None, ())
         positional = tuple(_passed(ctx, arg.value) for arg in node.args if arg.keyword is None)
