@@ -38,7 +38,6 @@ from torchlint.analysis.call_sites import CallSiteValues
 from torchlint.analysis.branches import ControlFlow
 from torchlint.analysis.dispatch import Dispatch, _BoundHooks
 from torchlint.analysis.evaluate import GRADIENT_TAGS, Evaluation
-from torchlint.analysis.facts import returned_item
 from torchlint.analysis.event_index import AutogradEventIndex
 from torchlint.analysis.events import AutogradEvent
 from torchlint.analysis.flow import Flow
@@ -49,7 +48,9 @@ from torchlint.analysis.loop_graph import LoopGraph, body_graph, loop_graph
 from torchlint.analysis.memo import NodeMemo
 from torchlint.analysis.module_graph import ModuleGraph
 from torchlint.analysis.names import TORCH_IMPORT, ImportTable, keyword_arg, positional_args
-from torchlint.analysis.project import ProjectClass, ProjectFunction, ProjectImports, ProjectObject
+from torchlint.analysis.project import (
+    ProjectClass, ProjectClassInfo, ProjectFunction, ProjectImports, ProjectMethod, ProjectObject,
+)
 from torchlint.analysis.scopes import ENABLED, FunctionInfo, GradMode, Scope
 from torchlint.analysis.uses import ValueFlow
 from torchlint.analysis.values import TORCH_NAME, Kind, Value, torch_name_of
@@ -148,6 +149,9 @@ class Analyzer(Dispatch, Functions, BindingState, ControlFlow, GradModes, Evalua
         self._call_site_values: CallSiteValues | None = None  # see ``value_given_call_sites``
         # id(parameter) -> (it, its function), for parameters with a call as default left unknown.
         self._defaulted_params: dict[int, tuple[cst.Param, FunctionInfo]] = {}
+        # id(parameter) -> (it, its method), for methods' parameters left unknown (``passed_by_importers``).
+        self._method_params: dict[int, tuple[cst.Param, FunctionInfo]] = {}
+        self._importer_values: dict[int, dict[str, Value]] = {}  # id(method) -> its parameters' values
         # The module's top-level functions by name, for calls before their `def` (functions.py).
         self._top_level_defs: dict[str, cst.FunctionDef] | None = None
         self._init_facts()
@@ -321,6 +325,12 @@ class Analyzer(Dispatch, Functions, BindingState, ControlFlow, GradModes, Evalua
         file's function and what it passes (``importers.py``)."""
         head = node.func
         if type(head) is cst.Attribute:
+            receiver = self.value_of(head.value)
+            if type(receiver.cls) is ProjectClassInfo:  # `model.add_loss_op(nn.NLLLoss())`
+                found = receiver.cls.project
+                method = ProjectMethod(found.file, head.attr.value, found.depth, found.name)
+                self.project_calls[id(node)] = ProjectCall.of(self, node, method)
+                return
             head = head.value  # `train.fit(...)` (one module level, as `import train` binds)
         if type(head) is not cst.Name or not self.project.may_name(head.value):  # type: ignore[union-attr]
             return
@@ -379,10 +389,4 @@ class Analyzer(Dispatch, Functions, BindingState, ControlFlow, GradModes, Evalua
         if isinstance(found, ProjectClass):
             return found.step_zeroes()
         return isinstance(found, ProjectFunction) and found.may_return_zeroing_optimizer()
-
-    def _project_forward_returns(self, value: Value) -> Value | None:
-        """For the output of a module of a sibling file's class: what its ``forward`` returns."""
-        origin, position = self._output_position(value)
-        module = self._project_forwards.get(id(origin)) if origin is not None else None
-        return returned_item(module.project.forward_returns(), position) if module is not None else None
 

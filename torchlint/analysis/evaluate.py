@@ -405,9 +405,11 @@ class Evaluation(ValueFacts):
             return Value(Kind.COLLECTION, node, element=Value(Kind.LEAF, node, tags=frozenset({"parameter"})))
         if method in api.NAMED_PARAMETER_ITERATORS:
             return Value(Kind.COLLECTION, node, element=UNKNOWN, tags=frozenset({"named-parameters"}))
-        if receiver.kind is Kind.MODULE and method == "forward":
+        if receiver.kind is Kind.MODULE and method in api.MODULE_CALL_METHODS and not (
+                method == "__call__" and receiver.cls is not None and receiver.cls.method(method) is not None):
             # `self.forward(x)` / `model.forward(x)` runs what calling the module runs (its
-            # hooks aside): the same output, asked the same way (not a helper summary).
+            # hooks aside), `self.__call__(x)` is calling it (unless the class defines its own
+            # `__call__`): the same output, asked the same way (not a helper summary).
             return self._value_of_module_call(node, receiver)
         if receiver.kind in (Kind.MODULE, Kind.OBJECT):
             submodule = self._value_Attribute(func)

@@ -24,7 +24,7 @@ import libcst as cst
 from torchlint.analysis import torch_api as api
 from torchlint.analysis.names import dotted_name
 from torchlint.analysis.project import ProjectClassInfo
-from torchlint.analysis.values import MODEL_OUTPUT_ITEM, NUMBER, UNKNOWN, Kind, Value, join
+from torchlint.analysis.values import CLASS_PER_CALL_SITE, MODEL_OUTPUT_ITEM, NUMBER, UNKNOWN, Kind, Value, join
 
 if TYPE_CHECKING:
     from torchlint.analysis.scopes import ClassInfo, FunctionInfo
@@ -45,31 +45,84 @@ class ValueFacts:
         # id(module call node) -> the classes (of this file or a sibling) one of whose ``forward``s it
         # runs, for a module built from different classes on different paths.
         self._alternative_forwards: dict[int, tuple[ClassInfo, ...]] = {}
+        # ids of those module calls whose classes are what different call sites pass (every one
+        # must return a softmax for the output to be probabilities: ``CLASS_PER_CALL_SITE``).
+        self._every_alternative: set[int] = set()
         self._may_freeze = False
         # id(unpacking target) -> (the module call whose output it is an element of, its position).
         self._output_items: dict[int, tuple[cst.Call, int]] = {}
 
     # ------------------------------------------------------------ questions
     def forward_returns(self, value: Value) -> Value:
-        """For the output of a module class defined in this file (``model(x)``): the join of what
-        its ``forward`` returns.  Only complete once the file is analysed: ask from ``when=``/``finish``."""
-        origin, position = self._output_position(value)
-        if origin is None:
-            return UNKNOWN
-        alternatives = self._alternative_forwards.get(id(origin))
+        """For the output of a module class defined in this file or a sibling (``model(x)``):
+        the join of what its ``forward`` returns (of every class it may be built from, and for
+        the join of outputs on different paths, of each).  Only complete once the file is
+        analysed: ask from ``when=``/``finish``."""
+        returned = [found for origin in _output_origins(value) for _, found in self._returns_at(origin) or [(None, None)]]
+        return _join_all(returned, None)
+
+    def softmax_classes(self, value: Value) -> tuple[str, ...] | None:
+        """Whether ``value`` is softmax probabilities: None when not (or not known), ``()`` when
+        it is whichever path ran, else the names of the classes it is the output of a softmax
+        for -- a module built from one of several project classes on different paths
+        (``net = CNN() if args.model == "cnn" else MLP()``), some of whose ``forward`` ends in a
+        softmax: run with one of those, the value is probabilities.  For a join of module
+        outputs on different paths, each path's output must be (one of its classes').  Only
+        complete once the file is analysed."""
+        if "softmax" in value.tags:
+            return ()
+        origins = _output_origins(value)
+        if not origins:
+            return None
+        names: list[str] = []
+        for origin in origins:
+            candidates = self._returns_at(origin)
+            if not candidates:
+                return None
+            softmax = [name for name, returned in candidates if returned is not None and "softmax" in returned.tags]
+            if not softmax:
+                return None
+            if len(softmax) < len(candidates):
+                if self._per_call_site(origin):
+                    return None  # which class runs depends on the caller: not all of them do
+                names.extend(name for name in softmax if name is not None and name not in names)
+        return tuple(names)
+
+    def is_softmax_output(self, value: Value) -> bool:
+        """``value`` is a softmax output whichever path ran (for a module of this file or a
+        sibling: ask once the file is analysed)."""
+        return self.softmax_classes(value) == ()
+
+    def _per_call_site(self, origin: cst.CSTNode) -> bool:
+        call, _ = self._output_items.get(id(origin), (origin, None))
+        return id(call) in self._every_alternative
+
+    def _returns_at(self, origin: cst.CSTNode) -> list[tuple[str | None, Value | None]] | None:
+        """For the output of a module call (or an element of one, by the unpacking target or
+        subscript it was bound from): what the ``forward`` of each class the module may be
+        returns there, with the class's name when it is one of several.  None: not known."""
+        call, position = self._output_items.get(id(origin), (origin, None))
+        alternatives = self._alternative_forwards.get(id(call))
         if alternatives is not None:
-            return _join_all([_class_forward_returns(cls) for cls in alternatives], position)
-        forward = self._forwards.get(id(origin))
-        if forward is None or not forward.returns:
-            return UNKNOWN
-        return _join_all(forward.returns, position)
+            found = [_class_forward_returns(cls) for cls in alternatives]
+            return [(cls.name, None if returned is None else returned_item(returned, position))
+                    for cls, returned in zip(alternatives, found)]
+        forward = self._forwards.get(id(call))
+        if forward is not None:
+            return [(None, _join_all(forward.returns, position) if forward.returns else None)]
+        module = self._project_forwards.get(id(call))
+        if module is not None:
+            returned = module.project.forward_returns()
+            return [(None, None if returned is None else returned_item(returned, position))]
+        return None
 
     def output_item(self, call: cst.Call, position: int, target: cst.BaseExpression) -> Value:
         """Element ``position`` of what the module call ``call`` returns, bound to ``target``
         (``validity, label = discriminator(x)``).  Nothing is known of it yet (a forward may return
         a tensor together with one-hot codes or counts); ``forward_returns`` tells the rest."""
         self._output_items[id(target)] = (call, position)
-        return Value(Kind.UNKNOWN, target, tags=frozenset({MODEL_OUTPUT_ITEM}))
+        item = Value(Kind.UNKNOWN, target, tags=frozenset({MODEL_OUTPUT_ITEM}))
+        return item.with_outputs((target,)) if self._knows_forward(call) else item
 
     def _output_element(self, base: Value, position: int, element: Value) -> Value:
         """``out[1]`` of a module call's output ``out``: ``element`` (what indexing a tensor
@@ -78,24 +131,18 @@ class ValueFacts:
         if "model-output" not in base.tags or type(base.origin) is not cst.Call or element.origin is None:
             return element
         self._output_items[id(element.origin)] = (base.origin, position)
-        return element.tagged(MODEL_OUTPUT_ITEM)
+        element = element.tagged(MODEL_OUTPUT_ITEM)
+        return element.with_outputs((element.origin,)) if self._knows_forward(base.origin) else element
 
-    def _output_position(self, value: Value) -> tuple[cst.CSTNode | None, int | None]:
-        """The module call whose output ``value`` is, and the element it is (None: all of it)."""
-        if value.origin is None:
-            return None, None
-        item = self._output_items.get(id(value.origin)) if MODEL_OUTPUT_ITEM in value.tags else None
-        return item if item is not None else (value.origin, None)
-
-    def is_softmax_output(self, value: Value) -> bool:
-        """``value`` is a softmax output (for a module of this file: ask once the file is analysed)."""
-        if "softmax" in value.tags or "softmax" in self.forward_returns(value).tags:
-            return True
-        returned = self._project_forward_returns(value)  # a module class of a sibling file
-        return returned is not None and "softmax" in returned.tags
+    def _knows_forward(self, call: cst.CSTNode) -> bool:
+        """The module called by ``call`` is of a class (or one of several) whose forward is read."""
+        key = id(call)
+        return key in self._forwards or key in self._project_forwards or key in self._alternative_forwards
 
     def torch_class(self, value: Value) -> str | None:
         """The torch class (``torch.nn.CrossEntropyLoss``) a MODULE/OPTIMIZER value was built from."""
+        if value.torch_class is not None:
+            return value.torch_class  # (built in another file)
         origin = value.origin
         if value.kind in (Kind.MODULE, Kind.OPTIMIZER) and type(origin) is cst.Call:
             return self.qualify(origin.func)  # type: ignore[attr-defined]
@@ -196,13 +243,18 @@ class ValueFacts:
             return output.tagged("softmax")
         if module.alternatives:
             self._alternative_forwards[id(node)] = module.alternatives
+            if CLASS_PER_CALL_SITE in module.tags:
+                self._every_alternative.add(id(node))
         elif type(module.cls) is ProjectClassInfo:
             self._project_forwards[id(node)] = module.cls
         elif module.cls is not None:
             forward = module.cls.forward_method()
-            if forward is not None:
-                self._forwards[id(node)] = forward
-        return output
+            if forward is None:
+                return output
+            self._forwards[id(node)] = forward
+        else:
+            return output
+        return output.with_outputs((node,))
 
     # ------------------------------------------------------------ state changes
     def _note_return(self, node: cst.Return) -> None:
@@ -290,6 +342,13 @@ def _class_forward_returns(cls: ClassInfo) -> Value | None:
         return cls.project.forward_returns()
     forward = cls.forward_method()
     return functools.reduce(join, forward.returns) if forward is not None and forward.returns else None
+
+
+def _output_origins(value: Value) -> tuple[cst.CSTNode, ...]:
+    """Where a module output came from: each path's module call (or element), else its origin."""
+    if value.outputs:
+        return value.outputs
+    return (value.origin,) if value.origin is not None else ()
 
 
 def _join_all(returns: Sequence[Value | None], position: int | None) -> Value:

@@ -20,10 +20,11 @@ import libcst as cst
 from torchlint import interrupt
 from torchlint.analysis import summaries
 from torchlint.analysis.call_sites import CallSiteValues
+from torchlint.analysis.importers import values_from_importers
 from torchlint.analysis.forward_sites import forward_call_count
 from torchlint.analysis.names import count_calls, count_headers, dotted_name, header_counts, names_in_class_bases
 from torchlint.analysis.scopes import UNKNOWN_MODE, ClassInfo, FunctionInfo, Scope
-from torchlint.analysis.values import UNKNOWN, Kind, Value, join
+from torchlint.analysis.values import UNKNOWN, Kind, Value, join_call_sites
 from torchlint.analysis.walk import OwnBodyVisitor, scan
 
 if TYPE_CHECKING:
@@ -192,16 +193,19 @@ class Functions:
             elif name in passed:
                 value = passed[name]
                 # A module keeps the call that built it (``torch_class`` reads it); an optimizer
-                # does not: the module names in its constructor are the caller's.
+                # does not: the module names in its constructor are the caller's.  A module built
+                # from one of several classes keeps them (``alternatives``).
                 origin = value.origin if value.kind is Kind.MODULE else param
                 self.scope.bind(name, Value(value.kind, origin, value.cls, value.element, value.items,
-                                            value.tags | {"param", "from-call-sites"}))
+                                            value.tags | {"param", "from-call-sites"}, value.alternatives))
             elif name in grad_reads:
                 self.scope.bind(name, Value(Kind.LEAF, param, tags=frozenset({"param", "assumed-leaf"})))
             else:
                 self.scope.bind(name, Value(Kind.UNKNOWN, param, tags=frozenset({"param"})))
                 if type(param.default) is cst.Call:  # (see ``default_when_never_passed``)
                     self._defaulted_params[id(param)] = (param, info)
+                elif info.cls is not None and self._summarising is None:  # (``passed_by_importers``)
+                    self._method_params[id(param)] = (param, info)
         for star in (params.star_arg, params.star_kwarg):
             if isinstance(star, cst.Param):
                 self.scope.bind(star.name.value, UNKNOWN)
@@ -217,9 +221,7 @@ class Functions:
             return {}  # some call sites are analysed later, or are not calls we resolve
         agreed: dict[str, Value] = {}
         for name in set.intersection(*(set(site) for site in sites if site is not None)):
-            value = sites[0][name]  # type: ignore[index]
-            for site in sites[1:]:
-                value = join(value, site[name])  # type: ignore[index]
+            value = join_call_sites([site[name] for site in sites])  # type: ignore[index]
             if value.kind in _CALL_SITE_KINDS:
                 agreed[name] = value
         agreed.update(self._defaults_no_site_passes(info, sites))  # type: ignore[arg-type]
@@ -287,6 +289,23 @@ class Functions:
         if not sites or any(site is None for site in sites) or len(sites) != self._sites_in_source(info):
             return None
         return self._default_value(origin, sites)  # type: ignore[arg-type]
+
+    def passed_by_importers(self, value: Value) -> Value | None:
+        """For a method's parameter's value (``self.loss_op = loss_op`` in ``add_loss_op``, read
+        as ``self.loss_op`` in another method): the module every call of the method in the files
+        importing this one passes (``model.add_loss_op(nn.NLLLoss())`` in train.py), when the
+        file never calls the method itself (``importers.py``); None otherwise."""
+        origin = value.origin
+        if type(origin) is not cst.Param or "param" not in value.tags:
+            return None
+        known = self._method_params.get(id(origin))
+        if known is None or known[0] is not origin:
+            return None
+        info = known[1]
+        passed = self._importer_values.get(id(info))
+        if passed is None:
+            passed = self._importer_values[id(info)] = values_from_importers(self, info)
+        return passed.get(origin.name.value)
 
     def _call_site_count(self, name: str, method: bool = True) -> int:
         """How many calls name the function in the source (``f(...)``, and for a ``method``

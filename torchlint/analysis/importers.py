@@ -29,13 +29,13 @@ from typing import TYPE_CHECKING
 import libcst as cst
 
 from torchlint.analysis.names import count_calls, count_headers
+from torchlint.analysis.project import ProjectFunction, ProjectMethod
 from torchlint.analysis.project import package_root as _package_root
-from torchlint.analysis.values import Kind, Value, join
+from torchlint.analysis.values import Kind, Value, join_call_sites
 from torchlint.project_files import current_session, stamp
 
 if TYPE_CHECKING:
     from torchlint.analysis.analyzer import Analyzer
-    from torchlint.analysis.project import ProjectFunction
     from torchlint.analysis.scopes import FunctionInfo
 
 # Python files a directory may hold for its files to be scanned for importers.
@@ -49,16 +49,16 @@ _KINDS = frozenset({Kind.MODULE, Kind.OPTIMIZER})
 class ProjectCall:
     """One call of a sibling file's function: the values of its arguments at the call."""
 
-    function: ProjectFunction
+    function: ProjectFunction | ProjectMethod
     positional: tuple[Value, ...] | None  # None: a ``*args`` / ``**kwargs`` hides the order
     keywords: tuple[tuple[str, Value], ...]
 
     @classmethod
-    def of(cls, ctx: Analyzer, node: cst.Call, function: ProjectFunction) -> ProjectCall:
+    def of(cls, ctx: Analyzer, node: cst.Call, function: ProjectFunction | ProjectMethod) -> ProjectCall:
         if any(arg.star for arg in node.args):
             return cls(function, None, ())
-        positional = tuple(ctx.value_of(arg.value) for arg in node.args if arg.keyword is None)
-        keywords = tuple((arg.keyword.value, ctx.value_of(arg.value)) for arg in node.args if arg.keyword is not None)
+        positional = tuple(_passed(ctx, arg.value) for arg in node.args if arg.keyword is None)
+        keywords = tuple((arg.keyword.value, _passed(ctx, arg.value)) for arg in node.args if arg.keyword is not None)
         return cls(function, positional, keywords)
 
     def passed(self, info: FunctionInfo) -> dict[str, Value] | None:
@@ -67,6 +67,8 @@ class ProjectCall:
             return None
         params = info.node.params
         names = [p.name.value for p in (*params.posonly_params, *params.params)]
+        if type(self.function) is ProjectMethod:
+            names = names[1:]  # `model.add_loss_op(loss)`: `self` is the instance
         if len(self.positional) > len(names):
             return None  # more than the parameters: a different function of that name
         found = dict(zip(names, self.positional))
@@ -74,22 +76,38 @@ class ProjectCall:
         return found
 
 
+def _passed(ctx: Analyzer, node: cst.BaseExpression) -> Value:
+    """What an argument holds; a torch module keeps its class, read with this file's imports."""
+    value = ctx.value_of(node)
+    if value.kind is Kind.MODULE and value.cls is None and not value.alternatives:
+        torch_class = ctx.torch_class(value)
+        if torch_class is not None and torch_class.startswith("torch."):
+            return value.with_torch_class(torch_class)
+    return value
+
+
 def values_from_importers(ctx: Analyzer, info: FunctionInfo) -> dict[str, Value]:
     """Parameter -> the module or optimizer every call in the files importing this one passes,
-    for a top-level function of the linted file that the file itself never calls."""
+    for a top-level function of the linted file that the file itself never calls, or a method
+    of a top-level class of it (``model.add_loss_op(nn.NLLLoss())`` on an instance of the class
+    in ``train.py``)."""
     project = ctx.project
-    if project is None or project.depth != 0 or info.cls is not None or info.parent_scope.parent is not None:
+    if project is None or project.depth != 0:
         return {}
-    if ctx._call_site_count(info.name, False) != 0:  # noqa: SLF001 - (the file calls it itself)
+    scope = info.parent_scope
+    if info.cls is not None:
+        if scope.kind != "class" or scope.parent is None or scope.parent.parent is not None or info.name == "__init__":
+            return {}
+    elif scope.parent is not None:
+        return {}
+    if ctx._call_site_count(info.name, info.cls is not None) != 0:  # noqa: SLF001 - (the file calls it itself)
         return {}
     sites = _calls_elsewhere(project.path, info)
     if not sites:
         return {}
     agreed: dict[str, Value] = {}
     for name in set.intersection(*(set(site) for site in sites)):
-        value = sites[0][name]
-        for site in sites[1:]:
-            value = join(value, site[name])
+        value = join_call_sites([site[name] for site in sites])
         if value.kind in _KINDS:
             agreed[name] = value
     return {name: _as_parameter(value, info, name) for name, value in agreed.items()}
@@ -100,7 +118,8 @@ def _as_parameter(value: Value, info: FunctionInfo, name: str) -> Value:
     with that file's imports, never this one's (``torch_class`` then tells nothing)."""
     params = info.node.params
     param = next(p for p in (*params.posonly_params, *params.params, *params.kwonly_params) if p.name.value == name)
-    return dataclasses.replace(value, origin=param, tags=value.tags | {"from-other-file"})
+    moved = dataclasses.replace(value, origin=param, tags=value.tags | {"from-other-file"})
+    return moved.with_torch_class(value.torch_class) if value.torch_class is not None else moved
 
 
 def _calls_elsewhere(path: str, info: FunctionInfo) -> list[dict[str, Value]] | None:
@@ -133,8 +152,10 @@ def _sites_in(importers: list[str], path: str, info: FunctionInfo) -> list[dict[
         analysis = file.analysis(0) if file is not None else None
         if analysis is None:
             return None
+        class_name = info.cls.name if info.cls is not None else ""
         calls = [c for c in analysis.project_calls.values()
-                 if c.function.name == info.name and c.function.file.path == path]
+                 if c.function.name == info.name and c.function.file.path == path
+                 and getattr(c.function, "class_name", "") == class_name]
         spelled = count_calls(info.name, file.text) - count_headers("def", info.name, file.text)
         if len(calls) != spelled:
             return None  # a call not analysed (or of another function of that name)

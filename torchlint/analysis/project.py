@@ -250,6 +250,13 @@ class ProjectFunction(ProjectObject):
 
 
 @dataclass(eq=False)
+class ProjectMethod(ProjectObject):
+    """A method ``name`` of the project class ``class_name`` (called on one of its instances)."""
+
+    class_name: str = ""
+
+
+@dataclass(eq=False)
 class ProjectClass(ProjectObject):
     bases: str = ""
     _info: ProjectClassInfo | None = None

@@ -130,6 +130,9 @@ VERSION_SHARING_ATTRIBUTES = frozenset({"T", "mT", "H", "mH"})
 # Methods returning a non-tensor Python value (the graph is gone).
 SCALAR_METHODS = frozenset({"item", "tolist", "numpy", "__float__", "__int__"})
 
+# Module methods that run the module on their arguments as calling it does (``m.forward(x)``
+# without the hooks, ``m.__call__(x)``): the module's output.
+MODULE_CALL_METHODS = frozenset({"forward", "__call__"})
 # Module methods that return the module itself.
 MODULE_SELF_METHODS = frozenset(
     {"to", "cuda", "cpu", "float", "double", "half", "bfloat16", "train", "eval", "requires_grad_", "apply", "type"}

@@ -62,6 +62,10 @@ VIEW_OF_LEAF = "view-of-leaf"
 # Tag of an UNKNOWN element of a module's submodule container (``for mi in m.m``, ``for c in
 # self.convs``): its ``weight``/``bias`` is a parameter, as one reached by attributes is.
 SUBMODULE_ELEMENT = "submodule-element"
+# Tag of a MODULE value built from different classes that different call sites pass for a
+# parameter (``fit(SoftmaxNet())`` in one script, ``fit(LogitNet())`` in another): which one runs
+# depends on the caller, so what is said of its output must hold for every one of them.
+CLASS_PER_CALL_SITE = "class-per-call-site"
 # Tag of an UNKNOWN element unpacked from a module call's output (``validity, label = D(x)``):
 # what the module's ``forward`` returns there is asked later (``ValueFacts.forward_returns``).
 MODEL_OUTPUT_ITEM = "model-output-item"
@@ -96,6 +100,16 @@ class Value:
     # iterating gives: its keys).  Not a field (every value would pay for setting it): set on
     # the few dict values by ``with_entries``; ``replace`` and ``join`` drop it (unknown).
     entries: ClassVar[Value | None] = None
+    # For the output of a module whose ``forward`` the analysis knows (``model(x)``, an element
+    # of it), and for the join of such outputs on different paths (``with torch.no_grad(): out =
+    # model(x)`` in one branch, ``out = model(x)`` in the other): where each path's output came
+    # from (the module calls, or the unpacking targets / subscripts of their elements), for
+    # ``ValueFacts`` to ask each.  Not a field either (set by ``with_outputs``; ``replace`` drops it).
+    outputs: ClassVar[tuple[cst.CSTNode, ...]] = ()
+    # For a torch module handed in from another file (``importers.py``): the torch class it was
+    # built from, qualified with that file's imports (``torch.nn.NLLLoss``).  Set by
+    # ``with_torch_class``; ``replace`` and ``join`` drop it.
+    torch_class: ClassVar[str | None] = None
 
     @property
     def requires_grad(self) -> bool:
@@ -137,6 +151,18 @@ class Value:
         """This collection, indexed as a dict whose values are ``entries``."""
         value = replace(self)
         object.__setattr__(value, "entries", entries)
+        return value
+
+    def with_outputs(self, outputs: tuple[cst.CSTNode, ...]) -> Value:
+        """This value, known to be the output of the module calls (or elements) ``outputs``."""
+        value = replace(self)
+        object.__setattr__(value, "outputs", outputs)
+        return value
+
+    def with_torch_class(self, torch_class: str) -> Value:
+        """This module, built from the torch class ``torch_class`` (in another file)."""
+        value = replace(self)
+        object.__setattr__(value, "torch_class", torch_class)
         return value
 
     def tagged(self, *tags: str) -> Value:
@@ -184,7 +210,8 @@ def join(a: Value | None, b: Value | None) -> Value:
     ):
         return _module_of_either_class(a, b)
     if a is None or b is None or a.kind != b.kind or a.cls is not b.cls:
-        return _some_path_value(a, b)
+        joined = _some_path_value(a, b)
+        return _joined_outputs(joined, a, b) if a is not None and b is not None and a.outputs and b.outputs else joined
     element = None
     if a.kind is Kind.COLLECTION:
         # An empty list joined with a list of X (the path that appended to it) is a list of X.
@@ -194,7 +221,40 @@ def join(a: Value | None, b: Value | None) -> Value:
             element = a.element
         else:
             element = join(a.element, b.element)
-    return Value(a.kind, a.origin, a.cls, element, None, a.tags & b.tags | (a.tags | b.tags) & _PATH_TAGS)
+    joined = Value(a.kind, a.origin, a.cls, element, None, a.tags & b.tags | (a.tags | b.tags) & _PATH_TAGS)
+    if a.outputs or b.outputs:
+        # (With a module's output on one path only, ``a.origin`` tells nothing of the other.)
+        return _joined_outputs(joined, a, b) if a.outputs and b.outputs else joined.with_outputs(_NOT_AN_OUTPUT)
+    return joined
+
+
+# ``Value.outputs`` of a value that is a module's output on some paths only: no module call.
+_NOT_AN_OUTPUT = (cst.Pass(),)
+
+
+def _joined_outputs(joined: Value, a: Value, b: Value) -> Value:
+    """``joined`` (of two module outputs) still known as the output of each path's module call."""
+    outputs = a.outputs + tuple(o for o in b.outputs if all(o is not seen for seen in a.outputs))
+    return joined.with_outputs(outputs)
+
+
+def join_call_sites(values: list[Value]) -> Value:
+    """The join of what several call sites pass for one parameter: a module built from
+    different classes at different sites is tagged ``CLASS_PER_CALL_SITE``; torch modules built
+    in other files from one torch class keep it."""
+    joined = values[0]
+    for value in values[1:]:
+        joined = join(joined, value)
+    if joined.alternatives and any(_classes(value) != _classes(values[0]) for value in values[1:]):
+        return joined.tagged(CLASS_PER_CALL_SITE)
+    torch_class = values[0].torch_class
+    if torch_class is not None and joined.kind is Kind.MODULE and all(v.torch_class == torch_class for v in values):
+        return joined.with_torch_class(torch_class)  # (torch modules of one class, from other files)
+    return joined
+
+
+def _classes(value: Value) -> frozenset[int]:
+    return frozenset(id(cls) for cls in ((value.cls,) if value.cls is not None else value.alternatives))
 
 
 def _module_of_either_class(a: Value, b: Value) -> Value:
