@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import libcst as cst
 
@@ -54,6 +54,7 @@ class _Candidate:
     when: Callable[[], bool] | None
     scope: cst.CSTNode  # the function (or module) the accumulation is in
     via: str | None = None  # the method that adds it to a running sum (``update`` of a meter)
+    parts: bool = False  # a tuple some of whose items carry a graph (``(loss_d, loss_g)``)
 
 
 @dataclass
@@ -226,6 +227,13 @@ class LossHistoryAccumulation(Rule):
         mode = self.ctx.grad_mode
         if mode.statically_disabled:
             return None
+        literal = self._tuple_literal(expr, node)
+        if literal is not None:  # `losses.append((loss_d, loss_g))`: judged by its parts
+            for element in literal.elements:
+                part = self._make_candidate(node, accumulator, element.value, via) if type(element) is cst.Element else None
+                if part is not None:
+                    return replace(part, expr=expr, parts=True, scalar=False)
+            return None
         value = self.ctx.value_of(expr)
         if value.kind in (Kind.PLAIN, Kind.NUMBER, Kind.LEAF) or "detached" in value.tags:
             return None
@@ -244,6 +252,17 @@ class LossHistoryAccumulation(Rule):
             self._is_scalar(expr), self._region(accumulator), when,
             self.ctx.region, via,
         )
+
+    def _tuple_literal(self, expr: cst.BaseExpression, node: cst.CSTNode) -> cst.Tuple | cst.List | None:
+        """``(fit, size)``, or the literal a name was last bound to (``parts = (fit, size.item())``)."""
+        if type(expr) in (cst.Tuple, cst.List):
+            return expr  # type: ignore[return-value]
+        if type(expr) is not cst.Name:
+            return None
+        site = self.ctx.value_flow(self.ctx.region).binding_before(expr.value, node)
+        if type(site) is cst.Assign and len(site.targets) == 1 and site.targets[0].target.deep_equals(expr):
+            return site.value if type(site.value) in (cst.Tuple, cst.List) else None  # type: ignore[return-value]
+        return None
 
     def _history_of_calls(self, accumulator: str) -> bool:
         """``self.cost_his.append(loss)`` in a method, outside any loop: every call of the method
@@ -303,8 +322,8 @@ class LossHistoryAccumulation(Rule):
             when = None if backed_by_backward else candidate.when
             backpropagated = backed_by_backward or candidate.backpropagated
             message = self._message(candidate, sinks, backpropagated)
-            self.report(candidate.node, message, self._fix(candidate, scalar, uses),
-                        when=when, statement=candidate.statement)
+            fix = None if candidate.parts else self._fix(candidate, scalar, uses)  # (`.item()` of each part)
+            self.report(candidate.node, message, fix, when=when, statement=candidate.statement)
 
     def _judge_history_of_calls(self, candidate: _Candidate) -> None:
         """A history kept across calls of a method: a finding when each value was backpropagated
@@ -320,7 +339,8 @@ class LossHistoryAccumulation(Rule):
         function = self.ctx.function
         assert function is not None
         message = self._message(candidate, sinks, True, f"`{function.name}()` call")
-        self.report(candidate.node, message, self._fix(candidate, candidate.scalar, uses), statement=candidate.statement)
+        fix = None if candidate.parts else self._fix(candidate, candidate.scalar, uses)
+        self.report(candidate.node, message, fix, statement=candidate.statement)
 
     def _term_of_backward(self, loop: cst.For | cst.While | None, candidate: _Candidate) -> bool:
         """What is accumulated is backpropagated (in the loop, else in its function) as (a term of)
@@ -370,6 +390,11 @@ class LossHistoryAccumulation(Rule):
         into = f"`{candidate.accumulator}`"
         if candidate.via is not None:
             into += f" (its `{candidate.via}` adds it to a running sum)"
+        if candidate.parts:
+            return (
+                f"{loss} holds losses that still carry their autograd graph; accumulating it into {into} keeps "
+                f"{kept_of_every} alive{consequence}; accumulate each part's `.item()` (or `.detach()`) instead"
+            )
         return (
             f"{loss} still carries its autograd graph; accumulating it into {into} keeps "
             f"{kept_of_every} alive{consequence}; accumulate `.item()` (or `.detach()`) instead"
