@@ -35,3 +35,13 @@ def test_reported_tuples_keep_graphs_and_look_alikes_do_not() -> None:
     cell, head = torch.nn.RNNCell(3, 4), torch.nn.Linear(4, 1)
     loss = namespace["unroll"](cell, head, torch.randn(5, 2, 3), torch.randn(5, 2, 1))
     assert head.weight.grad is not None and loss.grad_fn is not None  # the pairs were backpropagated
+
+
+def test_a_tuple_that_holds_its_own_previous_value_is_followed_one_level() -> None:
+    # `t = (t, loss)`: the name's literal names the name again (seen in a tokenizer: recursion).
+    source = (
+        "import torch\nnet = torch.nn.Linear(2, 1)\nhist = []\nt = ()\n"
+        "for x in [torch.randn(2)] * 3:\n    loss = net(x).sum()\n    t = (t, loss)\n    hist.append(t)\n"
+    )
+    (finding,) = lint_source(source, [rule_by_code("TL009")]).findings
+    assert finding.line == 8

@@ -223,16 +223,18 @@ class LossHistoryAccumulation(Rule):
             self._loops[id(self.ctx.loops[-1])].candidates.append(candidate)
 
     def _make_candidate(self, node: cst.CSTNode, accumulator: str, expr: cst.BaseExpression,
-                        via: str | None = None) -> _Candidate | None:
+                        via: str | None = None, part: bool = False) -> _Candidate | None:
         mode = self.ctx.grad_mode
         if mode.statically_disabled:
             return None
-        literal = self._tuple_literal(expr, node)
+        literal = None if part else self._tuple_literal(expr, node)  # (one level: `t = (t, x)` rebinds t)
         if literal is not None:  # `losses.append((loss_d, loss_g))`: judged by its parts
             for element in literal.elements:
-                part = self._make_candidate(node, accumulator, element.value, via) if type(element) is cst.Element else None
-                if part is not None:
-                    return replace(part, expr=expr, parts=True, scalar=False)
+                if type(element) is not cst.Element:
+                    continue
+                found = self._make_candidate(node, accumulator, element.value, via, part=True)
+                if found is not None:
+                    return replace(found, expr=expr, parts=True, scalar=False)
             return None
         value = self.ctx.value_of(expr)
         if value.kind in (Kind.PLAIN, Kind.NUMBER, Kind.LEAF) or "detached" in value.tags:
