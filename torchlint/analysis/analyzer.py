@@ -106,7 +106,7 @@ class Analyzer(Dispatch, Functions, BindingState, ControlFlow, GradModes, Evalua
         self.imports = ImportTable()
         # What the file imports from its own project (``project.py``); None: no project lookups.
         self.project = project
-        # id(call node) -> the project function or class that made the value (``made_by``).
+        # id(call node) -> the project function or class that made the value (``_project_maker``).
         self._project_makers: dict[int, tuple[cst.CSTNode, ProjectObject]] = {}
         # id(call node) -> a call of a sibling file's function and the values it passes
         # (``importers.py`` binds that function's parameters from them).
@@ -355,11 +355,8 @@ class Analyzer(Dispatch, Functions, BindingState, ControlFlow, GradModes, Evalua
         if receiver.cls is not None and receiver.cls.node is not None:
             info = receiver.cls.method(name)
             return info.node if info is not None else None
-        origin = receiver.origin
-        maker = self._project_makers.get(id(origin)) if origin is not None else None
-        if maker is None or maker[0] is not origin or not isinstance(maker[1], ProjectClass):
-            return None
-        return maker[1].method_node(name)
+        maker = self._project_maker(receiver.origin)
+        return maker.method_node(name) if isinstance(maker, ProjectClass) else None
 
     @property
     def in_comprehension(self) -> bool:
@@ -372,20 +369,18 @@ class Analyzer(Dispatch, Functions, BindingState, ControlFlow, GradModes, Evalua
         project = getattr(value.cls, "project", None) if value.cls is not None and value.cls.node is None else None
         if project is not None:
             return project
-        origin = value.origin
+        maker = self._project_maker(value.origin)
+        return maker if isinstance(maker, ProjectClass) else None
+
+    def _project_maker(self, origin: cst.CSTNode | None) -> ProjectObject | None:
+        """The class or function of a sibling file whose call ``origin`` is (``_project_call_value``)."""
         maker = self._project_makers.get(id(origin)) if origin is not None else None
-        if maker is None or maker[0] is not origin or not isinstance(maker[1], ProjectClass):
-            return None
-        return maker[1]
+        return maker[1] if maker is not None and maker[0] is origin else None
 
     def step_may_zero_gradients(self, optimizer: cst.BaseExpression) -> bool:
         """``optimizer`` was made by a class or function of a sibling file whose ``step``
         resets the gradients (an optimizer of the project's own, ``project.py``)."""
-        origin = self.value_of(optimizer).origin
-        maker = self._project_makers.get(id(origin)) if origin is not None else None
-        if maker is None or maker[0] is not origin:
-            return False
-        found = maker[1]
+        found = self._project_maker(self.value_of(optimizer).origin)
         if isinstance(found, ProjectClass):
             return found.step_zeroes()
         return isinstance(found, ProjectFunction) and found.may_return_zeroing_optimizer()

@@ -72,6 +72,16 @@ def _assumed_leaves(body: cst.BaseSuite) -> frozenset[str]:
     return frozenset(collector.assumed_leaves)
 
 
+def _function_of_param(value: Value, table: dict[int, tuple[cst.Param, FunctionInfo]]) -> FunctionInfo | None:
+    """For the value a parameter was bound to (still its own, tagged "param"): its function, when
+    ``table`` (id(parameter) -> (it, its function)) holds the parameter."""
+    origin = value.origin
+    if type(origin) is not cst.Param or "param" not in value.tags:
+        return None
+    known = table.get(id(origin))
+    return known[1] if known is not None and known[0] is origin else None
+
+
 class Functions:
     """Mixin of ``Analyzer`` (uses its ``scope``, ``value_of``, ``grad_mode``, ``_walk`` ...)."""
 
@@ -278,34 +288,26 @@ class Functions:
         """For a parameter's value (``self.loss_func = loss_func`` in ``__init__``): its default's
         value when every call in the file is seen and none passes it (``Trainer()``); None
         otherwise.  Ask once the file is analysed (from a ``when=`` condition or ``finish``)."""
-        origin = value.origin
-        if type(origin) is not cst.Param or "param" not in value.tags:
+        info = _function_of_param(value, self._defaulted_params)
+        if info is None:
             return None
-        known = self._defaulted_params.get(id(origin))
-        if known is None or known[0] is not origin:
-            return None
-        info = known[1]
         sites = info.call_arguments
         if not sites or any(site is None for site in sites) or len(sites) != self._sites_in_source(info):
             return None
-        return self._default_value(origin, sites)  # type: ignore[arg-type]
+        return self._default_value(value.origin, sites)  # type: ignore[arg-type]
 
     def passed_by_importers(self, value: Value) -> Value | None:
         """For a method's parameter's value (``self.loss_op = loss_op`` in ``add_loss_op``, read
         as ``self.loss_op`` in another method): the module every call of the method in the files
         importing this one passes (``model.add_loss_op(nn.NLLLoss())`` in train.py), when the
         file never calls the method itself (``importers.py``); None otherwise."""
-        origin = value.origin
-        if type(origin) is not cst.Param or "param" not in value.tags:
+        info = _function_of_param(value, self._method_params)
+        if info is None:
             return None
-        known = self._method_params.get(id(origin))
-        if known is None or known[0] is not origin:
-            return None
-        info = known[1]
         passed = self._importer_values.get(id(info))
         if passed is None:
             passed = self._importer_values[id(info)] = values_from_importers(self, info)
-        return passed.get(origin.name.value)
+        return passed.get(value.origin.name.value)  # type: ignore[union-attr]
 
     def _call_site_count(self, name: str, method: bool = True) -> int:
         """How many calls name the function in the source (``f(...)``, and for a ``method``

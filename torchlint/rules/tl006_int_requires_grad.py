@@ -62,11 +62,10 @@ class IntRequiresGrad(Rule):
                 "use float literals",
                 tuple((lit, cst.Float(value=lit.value + ".", lpar=lit.lpar, rpar=lit.rpar)) for lit in convert),
             )
+        remedy = "use float literals"
         if fix is None:  # the ints are names (`n = 3`, `len(x)`): ask for a float dtype instead
-            self.report(node, _MESSAGE.format(what="integer data makes an integer tensor", remedy="pass a float dtype"),
-                        self._add_dtype_fix(node))
-            return
-        self.report(node, _MESSAGE.format(what="integer data makes an integer tensor", remedy="use float literals"), fix)
+            remedy, fix = "pass a float dtype", self._add_dtype_fix(node)
+        self.report(node, _MESSAGE.format(what="integer data makes an integer tensor", remedy=remedy), fix)
 
     def _is_integer_data(self, node: cst.BaseExpression) -> bool:
         """An int or bool (a literal, or a name the model knows holds one: ``n = 3``, ``len(x)``,
@@ -110,8 +109,6 @@ class IntRequiresGrad(Rule):
         )
         args.insert(position, dtype)
         return fixes.replace("pass dtype=torch.float32", node, node.with_changes(args=args))
-
-
 
 
 def _integer_literals(node: cst.BaseExpression) -> list[cst.Integer]:
